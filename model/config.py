@@ -1,0 +1,94 @@
+"""ModelConfig: the Forecaster's architecture, typed, frozen and validated on creation."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any
+
+BACKENDS = ("auto", "torch", "mamba_ssm")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """A Mamba-2 stack over bar features. Defaults suit sequences of a few hundred bars."""
+
+    n_features: int = 8  # bar features per time step (set from the data pipeline)
+    n_targets: int = 1  # values predicted from the last position
+    d_model: int = 128  # residual stream width
+    n_layers: int = 4  # pre-norm residual Mamba-2 blocks
+    d_state: int = 64  # SSM state size per head (N)
+    d_conv: int = 4  # causal depthwise conv width (causal-conv1d kernels take 2..4)
+    expand: int = 2  # inner width = expand * d_model
+    headdim: int = 32  # channels per SSM head (P); nheads = expand * d_model / headdim
+    ngroups: int = 1  # B/C groups shared by nheads / ngroups heads each
+    chunk_size: int = 32  # SSD chunk length; 32 measured fastest at seqlen 128 on CPU
+    A_init_range: tuple[float, float] = (1.0, 16.0)  # A ~ -U(lo, hi) at init
+    dt_min: float = 0.001  # dt initialised log-uniform in [dt_min, dt_max]
+    dt_max: float = 0.1
+    dt_init_floor: float = 1e-4  # floor of the initial dt
+    dt_limit: tuple[float, float] = (0.0, math.inf)  # dt clamped to this range
+    bias: bool = False  # biases on in_proj and out_proj
+    conv_bias: bool = True  # bias on the depthwise conv
+    D_has_hdim: bool = False  # D per channel (nheads*headdim) instead of per head
+    rmsnorm: bool = True  # gated RMSNorm before out_proj (else gate y by silu(z))
+    norm_before_gate: bool = False  # mamba_ssm's default: norm(y * silu(z))
+    norm_eps: float = 1e-5  # epsilon of every RMSNorm
+    backend: str = "auto"  # "auto" | "torch" | "mamba_ssm" (fused CUDA kernels)
+
+    def __post_init__(self) -> None:
+        for name in ("n_features", "n_targets", "d_model", "n_layers", "d_state", "expand", "headdim",
+                     "ngroups", "chunk_size"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if not isinstance(self.d_conv, int) or not 2 <= self.d_conv <= 4:
+            raise ValueError(f"d_conv must be 2, 3 or 4 (the widths causal-conv1d supports), got {self.d_conv!r}")
+        d_inner = self.expand * self.d_model
+        if d_inner % self.headdim:
+            raise ValueError(
+                f"headdim must divide expand*d_model, got headdim={self.headdim}, "
+                f"expand*d_model={d_inner}; pick a headdim among the divisors of {d_inner}"
+            )
+        if self.nheads % self.ngroups:
+            raise ValueError(
+                f"ngroups must divide nheads = expand*d_model/headdim, got ngroups={self.ngroups}, "
+                f"nheads={self.nheads}"
+            )
+        lo, hi = self.A_init_range
+        if not 0 < lo <= hi:
+            raise ValueError(f"A_init_range must satisfy 0 < lo <= hi, got {self.A_init_range!r}")
+        if not 0 < self.dt_min <= self.dt_max:
+            raise ValueError(f"dt_min and dt_max must satisfy 0 < dt_min <= dt_max, got {self.dt_min}, {self.dt_max}")
+        if self.dt_init_floor <= 0:
+            raise ValueError(f"dt_init_floor must be positive, got {self.dt_init_floor}")
+        lo, hi = self.dt_limit
+        if not 0 <= lo < hi:
+            raise ValueError(f"dt_limit must satisfy 0 <= lo < hi, got {self.dt_limit!r}")
+        if self.norm_eps <= 0:
+            raise ValueError(f"norm_eps must be positive, got {self.norm_eps}")
+        if self.backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
+
+    @property
+    def d_inner(self) -> int:
+        return self.expand * self.d_model
+
+    @property
+    def nheads(self) -> int:
+        return self.d_inner // self.headdim
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> ModelConfig:
+        """Build from plain values (YAML, Ray); an unknown key names itself and the allowed ones."""
+        allowed = [f.name for f in dataclasses.fields(cls)]
+        unknown = sorted(set(values) - set(allowed))
+        if unknown:
+            raise ValueError(f"unknown model setting {unknown[0]!r}; allowed: {', '.join(allowed)}")
+        fixed = {k: tuple(v) if k in ("A_init_range", "dt_limit") else v for k, v in values.items()}
+        return cls(**fixed)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain values, the inverse of `from_dict`."""
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}

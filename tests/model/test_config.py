@@ -1,0 +1,52 @@
+"""ModelConfig validation: each rule, with the value and the rule in the message."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from model.config import ModelConfig
+
+
+def test_model_config_defaults_suit_bar_data():
+    config = ModelConfig()
+    assert (config.d_model, config.n_layers, config.d_state, config.headdim, config.expand) == (128, 4, 64, 32, 2)
+    assert (config.d_inner, config.nheads) == (256, 8)
+
+
+def test_model_config_round_trips_through_plain_values():
+    config = ModelConfig(n_features=5, dt_limit=(0.0, math.inf), A_init_range=(2.0, 4.0))
+    assert ModelConfig.from_dict(config.to_dict()) == config
+
+
+@pytest.mark.parametrize(
+    ("values", "match"),
+    [
+        ({"headdim": 48}, r"headdim must divide expand\*d_model, got headdim=48, expand\*d_model=256"),
+        ({"ngroups": 3}, r"ngroups must divide nheads = expand\*d_model/headdim, got ngroups=3, nheads=8"),
+        ({"d_model": 0}, r"d_model must be a positive integer, got 0"),
+        ({"n_layers": 2.5}, r"n_layers must be a positive integer, got 2.5"),
+        ({"chunk_size": True}, r"chunk_size must be a positive integer, got True"),
+        ({"d_conv": 5}, r"d_conv must be 2, 3 or 4 .* got 5"),
+        ({"A_init_range": (0.0, 4.0)}, r"A_init_range must satisfy 0 < lo <= hi, got \(0.0, 4.0\)"),
+        ({"dt_min": 0.2, "dt_max": 0.1}, r"dt_min and dt_max must satisfy 0 < dt_min <= dt_max, got 0.2, 0.1"),
+        ({"dt_init_floor": 0.0}, r"dt_init_floor must be positive, got 0.0"),
+        ({"dt_limit": (1.0, 0.5)}, r"dt_limit must satisfy 0 <= lo < hi, got \(1.0, 0.5\)"),
+        ({"norm_eps": -1.0}, r"norm_eps must be positive, got -1.0"),
+        ({"backend": "cuda"}, r"backend must be one of auto, torch, mamba_ssm, got 'cuda'"),
+    ],
+)
+def test_model_config_rejects_invalid_values(values, match):
+    with pytest.raises(ValueError, match=match):
+        ModelConfig(**values)
+
+
+def test_model_config_from_dict_rejects_unknown_key_naming_allowed_ones():
+    with pytest.raises(ValueError, match=r"unknown model setting 'd_modle'; allowed: n_features, n_targets, d_model"):
+        ModelConfig.from_dict({"d_modle": 64})
+
+
+def test_model_config_is_frozen():
+    with pytest.raises(AttributeError):
+        ModelConfig().d_model = 64  # type: ignore[misc]

@@ -1,0 +1,43 @@
+"""`mamba-tune` as a user runs it: real processes, exit codes, one-line errors."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "tuning.cli", *args], capture_output=True, text=True, timeout=120)
+
+
+def test_cli_model_summarises_the_default_forecaster():
+    done = run_cli("model")
+    assert done.returncode == 0, done.stderr
+    assert "4 Mamba-2 layers, d_model 128, d_inner 256, 8 heads x 32, d_state 64" in done.stdout
+    assert "backend here: torch" in done.stdout
+
+
+def test_cli_model_applies_overrides():
+    done = run_cli("model", "--set", "d_model=64", "--set", "n_layers=2")
+    assert done.returncode == 0, done.stderr
+    assert "2 Mamba-2 layers, d_model 64, d_inner 128, 4 heads x 32" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "match"),
+    [
+        (["model", "--set", "headdim=48"], "error: model setting: headdim must divide expand*d_model, got headdim=48"),
+        (["model", "--set", "d_modle=64"], "error: model setting: unknown model setting 'd_modle'; allowed: n_features"),
+        (["model", "--set", "d_model"], "error: --set 'd_model' is not KEY=VALUE, e.g. --set d_model=64"),
+        (["model", "--set", "dt_limit=[0, "], "error: --set 'dt_limit=[0, ': the value is not valid YAML"),
+        (["model", "--set", "A_init_range=3"], "error: model setting:"),
+        (["frobnicate"], "error: argument command: invalid choice: 'frobnicate'"),
+    ],
+)
+def test_cli_bad_input_is_one_line_exit_2(args, match):
+    done = run_cli(*args)
+    assert done.returncode == 2
+    assert done.stderr.startswith(match), done.stderr
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
