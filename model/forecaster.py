@@ -46,6 +46,10 @@ class ResidualBlock(nn.Module):
         """x: (batch, seqlen, d_model) -> (batch, seqlen, d_model)."""
         return x + self.mixer(self.norm(x))
 
+    def forward_last(self, x: torch.Tensor) -> torch.Tensor:
+        """forward(x)[:, -1] without the work other positions need: (batch, seqlen, d_model) -> (batch, d_model)."""
+        return x[:, -1] + self.mixer.forward_last(self.norm(x))
+
 
 class Forecaster(nn.Module):
     """features (batch, seqlen, n_features) -> predictions (batch, n_targets).
@@ -75,7 +79,7 @@ class Forecaster(nn.Module):
     def forward(self, features: torch.Tensor) -> torch.Tensor:
         """features: (batch, seqlen, n_features) -> (batch, n_targets)."""
         h = self.embed(features)  # (b, l, d_model)
-        for layer in self.layers:
+        for layer in self.layers[:-1]:
             h = layer(h)
-        last = self.norm_f(h[:, -1])  # (b, d_model)
-        return self.head(last)  # (b, n_targets)
+        last = self.layers[-1].forward_last(h)  # (b, d_model): the head reads the last position only
+        return self.head(self.norm_f(last))  # (b, n_targets)

@@ -15,7 +15,7 @@ from torch import nn
 
 from model.backend import check_backend, load_fused_kernel, resolve_backend
 from model.norm import GatedRMSNorm
-from model.ssd import ssd_scan
+from model.ssd import ssd_final_state, ssd_scan
 
 
 class Mamba2(nn.Module):
@@ -107,6 +107,35 @@ class Mamba2(nn.Module):
         if self.active_backend() == "mamba_ssm":
             return self._forward_fused(zxbcdt, A)
         return self._forward_torch(zxbcdt, A)
+
+    def forward_last(self, u: torch.Tensor) -> torch.Tensor:
+        """Only the last position's output: u (batch, seqlen, d_model) -> (batch, d_model).
+
+        Equals forward(u)[:, -1]. On the torch path it skips the work no later position
+        needs: z, the norm and out_proj run on the last step alone, and the scan computes
+        only its final state (y_last = state . C_last + D x_last).
+        """
+        if self.active_backend() == "mamba_ssm":
+            return self(u)[:, -1]
+        A = -torch.exp(self.A_log.float())  # (nheads,)
+        weight, bias = self.in_proj.weight, self.in_proj.bias
+        z = F.linear(u[:, -1], weight[: self.d_inner], None if bias is None else bias[: self.d_inner])  # (b, d_inner)
+        xbcdt = F.linear(u, weight[self.d_inner :], None if bias is None else bias[self.d_inner :])  # (b, l, conv+h)
+        xBC, dt = xbcdt.split([self.conv_dim, self.nheads], dim=-1)
+        xBC = F.silu(causal_depthwise_conv(xBC, self.conv1d.weight, self.conv1d.bias))  # (b, l, conv_dim)
+        x, B, C = xBC.split([self.d_inner, self.ngroups * self.d_state, self.ngroups * self.d_state], dim=-1)
+        batch = u.shape[0]
+        state = ssd_final_state(
+            x.unflatten(-1, (self.nheads, self.headdim)), dt, A, B.unflatten(-1, (self.ngroups, self.d_state)),
+            chunk_size=self.chunk_size, dt_bias=self.dt_bias, dt_softplus=True, dt_limit=self.dt_limit,
+        )  # (b, h, p, n)
+        C_last = C[:, -1].view(batch, self.ngroups, 1, self.d_state, 1).to(state.dtype)  # (b, g, 1, n, 1)
+        y = (state.view(batch, self.ngroups, -1, self.headdim, self.d_state) @ C_last).view(batch, self.nheads, -1)
+        D = self.D.view(self.nheads, self.headdim) if self.D_has_hdim else self.D.unsqueeze(-1)  # (h, p) or (h, 1)
+        y = (y + x[:, -1].view(batch, self.nheads, self.headdim) * D).to(u.dtype).reshape(batch, self.d_inner)
+        if not self.rmsnorm:
+            return self.out_proj(y * F.silu(z))
+        return self.out_proj(self.norm(y, z))  # (b, d_model)
 
     def _forward_torch(self, zxbcdt: torch.Tensor, A: torch.Tensor) -> torch.Tensor:
         """zxbcdt: (batch, seqlen, d_in_proj) -> (batch, seqlen, d_model)."""

@@ -20,11 +20,12 @@ plus c (chunk index), q (position in a chunk), k (heads per group).
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
 
-__all__ = ["ssd_scan"]
+__all__ = ["ssd_final_state", "ssd_scan"]
 
 
 def ssd_scan(
@@ -66,13 +67,67 @@ def ssd_scan(
     Computed in x's dtype, or float32 for half-precision inputs (as the kernel does).
     """
     _check_shapes(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states)
+    seqlen = x.shape[1]
+    chunks = _to_chunks(x, dt, A, B, C, chunk_size, dt_bias, dt_softplus, dt_limit)
+    y = _diagonal_blocks(chunks)  # (b, c, q, g, k, p)
+    entering, state = _pass_states(chunks, initial_states)
+    if any(s is not None for s in entering):
+        y = y + _off_diagonal_blocks(chunks, entering)
+
+    # Skip connection and gate; drop the padding.
+    batch, _, nheads, headdim = x.shape
+    y = y.reshape(batch, -1, nheads, headdim)[:, :seqlen]  # (b, l, h, p)
+    work = chunks.x.dtype
+    if D is not None:
+        y = y + chunks.x[:, :seqlen] * (D.to(work) if D.dim() == 2 else D.to(work).unsqueeze(-1))
+    if z is not None:
+        y = y * F.silu(z.to(work))
+    y = y.to(x.dtype)
+    if not return_final_states:
+        return y
+    return y, _states_to_external(state)
+
+
+def ssd_final_state(
+    x: torch.Tensor,
+    dt: torch.Tensor,
+    A: torch.Tensor,
+    B: torch.Tensor,
+    chunk_size: int,
+    dt_bias: torch.Tensor | None = None,
+    dt_softplus: bool = False,
+    dt_limit: tuple[float, float] = (0.0, float("inf")),
+    initial_states: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Only the state after the last step, without computing y: ssd_scan's final_states.
+
+    x: (batch, seqlen, nheads, headdim); dt: (batch, seqlen, nheads); A: (nheads,);
+    B: (batch, seqlen, ngroups, d_state). Returns (batch, nheads, headdim, d_state).
+    The output at the last step is then final_states @ C_last (+ D x_last).
+    """
+    _check_shapes(x, dt, A, B, B, chunk_size, None, None, dt_bias, initial_states)  # no C here: B stands in
+    chunks = _to_chunks(x, dt, A, B, None, chunk_size, dt_bias, dt_softplus, dt_limit)
+    return _states_to_external(_pass_states(chunks, initial_states)[1])
+
+
+class _Chunks(NamedTuple):
+    """The scan's inputs discretised, padded and cut into chunks of q steps."""
+
+    x: torch.Tensor  # (b, l_padded, h, p) inputs in the computation dtype
+    x_dt: torch.Tensor  # (b, c, q, g, k*p) inputs times dt
+    B: torch.Tensor  # (b, c, g, q, n)
+    C: torch.Tensor | None  # (b, c, g, q, n)
+    dA_cs: torch.Tensor  # (b, c, g, k, q) cumulative log-decay inside each chunk
+
+
+def _to_chunks(x, dt, A, B, C, chunk_size, dt_bias, dt_softplus, dt_limit) -> _Chunks:
+    """Discretise dt, pad to whole chunks (padded steps: dt = 0, no decay, no input), reshape."""
     batch, seqlen, nheads, headdim = x.shape
     ngroups, d_state = B.shape[2], B.shape[3]
     k = nheads // ngroups
-    out_dtype = x.dtype
     work = torch.promote_types(x.dtype, torch.float32)
 
-    # 1. Discretise: dt (b, l, h), then per-step log-decay dA = dt * A.
+    # 1. Discretise: dt (b, l, h); per-step log-decay dA = dt * A.
     dt = dt.to(work)
     if dt_bias is not None:
         dt = dt + dt_bias.to(work)
@@ -80,70 +135,82 @@ def ssd_scan(
         dt = F.softplus(dt)  # threshold 20, as the kernel
     dt = dt.clamp(dt_limit[0], dt_limit[1])
 
-    # 2. Pad to whole chunks. Padded steps have dt = 0: no decay, no input.
+    # 2. Pad to whole chunks.
     pad = -seqlen % chunk_size
-    nchunks = (seqlen + pad) // chunk_size
-    q = chunk_size
-    xw, Bw, Cw = x.to(work), B.to(work), C.to(work)
+    nchunks, q = (seqlen + pad) // chunk_size, chunk_size
+    xw, Bw = x.to(work), B.to(work)
+    Cw = None if C is None else C.to(work)
     if pad:
         xw = F.pad(xw, (0, 0, 0, 0, 0, pad))
         Bw = F.pad(Bw, (0, 0, 0, 0, 0, pad))
-        Cw = F.pad(Cw, (0, 0, 0, 0, 0, pad))
+        Cw = None if Cw is None else F.pad(Cw, (0, 0, 0, 0, 0, pad))
         dt = F.pad(dt, (0, 0, 0, pad))
+
+    # 3. Chunked views and the cumulative log-decay inside each chunk.
     x_dt = (xw * dt.unsqueeze(-1)).view(batch, nchunks, q, ngroups, k * headdim)  # (b, c, q, g, k*p)
     Bc = Bw.view(batch, nchunks, q, ngroups, d_state).transpose(2, 3)  # (b, c, g, q, n)
-    Cc = Cw.view(batch, nchunks, q, ngroups, d_state).transpose(2, 3)  # (b, c, g, q, n)
-
-    # 3. Cumulative log-decay inside each chunk.
+    Cc = None if Cw is None else Cw.view(batch, nchunks, q, ngroups, d_state).transpose(2, 3)  # (b, c, g, q, n)
     dA = (dt * A.to(work)).view(batch, nchunks, q, ngroups, k)  # (b, c, q, g, k)
     dA_cs = dA.permute(0, 1, 3, 4, 2).cumsum(-1)  # (b, c, g, k, q)
+    return _Chunks(xw, x_dt, Bc, Cc, dA_cs)
 
-    # 4. Diagonal blocks: y_diag[i] = sum_{j<=i} (C_i . B_j) exp(cs_i - cs_j) dt_j x_j.
-    CB = Cc @ Bc.transpose(-1, -2)  # (b, c, g, q_i, q_j)
-    decay = _segment_decay(dA_cs)  # (b, c, g, k, q_i, q_j)
-    scores = decay * CB.unsqueeze(3)  # (b, c, g, k, q_i, q_j)
-    x_heads = x_dt.view(batch, nchunks, q, ngroups, k, headdim).permute(0, 1, 3, 4, 2, 5)  # (b, c, g, k, q, p)
-    y = (scores @ x_heads).permute(0, 1, 4, 2, 3, 5)  # (b, c, q, g, k, p)
 
-    # 5. State each chunk adds, decayed to the chunk's end: B^T (x dt exp(cs_end - cs)).
-    to_end = torch.exp(dA_cs[..., -1:] - dA_cs)  # (b, c, g, k, q)
-    x_to_end = x_dt.view(batch, nchunks, q, ngroups, k, headdim) * to_end.permute(0, 1, 4, 2, 3).unsqueeze(-1)
-    chunk_states = Bc.transpose(-1, -2) @ x_to_end.view(batch, nchunks, q, ngroups, k * headdim).transpose(2, 3)
-    # chunk_states: (b, c, g, n, k*p)
+def _diagonal_blocks(chunks: _Chunks) -> torch.Tensor:
+    """Within each chunk: y[i] = sum_{j<=i} (C_i . B_j) exp(cs_i - cs_j) dt_j x_j.
 
-    # 6. Pass states from chunk to chunk: the state entering each chunk, and the last one.
-    chunk_decay = torch.exp(dA_cs[..., -1])  # (b, c, g, k)
-    state = _states_to_internal(initial_states, batch, ngroups, d_state, k, headdim, work, x.device)
+    Returns (b, c, q, g, k, p).
+    """
+    batch, nchunks, q, ngroups, _ = chunks.x_dt.shape
+    k = chunks.dA_cs.shape[3]
+    CB = chunks.C @ chunks.B.transpose(-1, -2)  # (b, c, g, q_i, q_j), shared by the group's heads
+    scores = _segment_decay(chunks.dA_cs) * CB.unsqueeze(3)  # (b, c, g, k, q_i, q_j)
+    x_heads = chunks.x_dt.view(batch, nchunks, q, ngroups, k, -1).permute(0, 1, 3, 4, 2, 5)  # (b, c, g, k, q, p)
+    return (scores @ x_heads).permute(0, 1, 4, 2, 3, 5)  # (b, c, q, g, k, p)
+
+
+def _pass_states(chunks: _Chunks, initial_states: torch.Tensor | None):
+    """The state entering each chunk (None: zero) and the state after the last one.
+
+    Each chunk adds B^T (x dt exp(cs_end - cs)) to the state it received, decayed by
+    exp(cs_end). States are (b, g, n, k, p); one short loop over chunks, not over steps.
+    """
+    batch, nchunks, q, ngroups, kp = chunks.x_dt.shape
+    k, d_state = chunks.dA_cs.shape[3], chunks.B.shape[-1]
+    to_end = torch.exp(chunks.dA_cs[..., -1:] - chunks.dA_cs)  # (b, c, g, k, q)
+    x_to_end = chunks.x_dt.view(batch, nchunks, q, ngroups, k, -1) * to_end.permute(0, 1, 4, 2, 3).unsqueeze(-1)
+    added = chunks.B.transpose(-1, -2) @ x_to_end.view(batch, nchunks, q, ngroups, kp).transpose(2, 3)
+    # added: (b, c, g, n, k*p)
+    chunk_decay = torch.exp(chunks.dA_cs[..., -1])  # (b, c, g, k)
+    state = None
+    if initial_states is not None:  # (b, h, p, n) -> (b, g, n, k, p)
+        state = initial_states.to(chunks.x.dtype).view(batch, ngroups, k, -1, d_state).permute(0, 1, 4, 2, 3)
     entering = []
-    for c in range(nchunks):
+    for step, decay in zip(added.unbind(1), chunk_decay.unbind(1)):  # unbind: no zero-filled grads
         entering.append(state)
-        step = chunk_states[:, c].view(batch, ngroups, d_state, k, headdim)
-        state = step if state is None else state * chunk_decay[:, c, :, None, :, None] + step
-    # state: (b, g, n, k, p)
+        step = step.view(batch, ngroups, d_state, k, -1)
+        state = step if state is None else state * decay[:, :, None, :, None] + step
+    return entering, state
 
-    # 7. Off-diagonal blocks: y_off[i] = exp(cs_i) C_i . state entering the chunk.
-    if any(s is not None for s in entering):
-        zero = torch.zeros(batch, ngroups, d_state, k, headdim, dtype=work, device=x.device)
-        start = torch.stack([zero if s is None else s for s in entering], dim=1)  # (b, c, g, n, k, p)
-        y_off = (Cc @ start.view(batch, nchunks, ngroups, d_state, k * headdim)).view(
-            batch, nchunks, ngroups, q, k, headdim
-        )  # (b, c, g, q, k, p)
-        from_start = torch.exp(dA_cs).permute(0, 1, 2, 4, 3).unsqueeze(-1)  # (b, c, g, q, k, 1)
-        y = y + (y_off * from_start).transpose(2, 3)
 
-    # 8. Skip connection and gate; drop the padding.
-    y = y.reshape(batch, nchunks * q, nheads, headdim)[:, :seqlen]  # (b, l, h, p)
-    if D is not None:
-        y = y + xw[:, :seqlen] * (D.to(work) if D.dim() == 2 else D.to(work).unsqueeze(-1))
-    if z is not None:
-        y = y * F.silu(z.to(work))
-    y = y.to(out_dtype)
-    if not return_final_states:
-        return y
-    if state is None:  # seqlen == 0 cannot happen (checked); keeps type checkers quiet
-        raise AssertionError("no chunk was scanned")
-    final = state.permute(0, 1, 3, 4, 2).reshape(batch, nheads, headdim, d_state)  # (b, h, p, n)
-    return y, final
+def _off_diagonal_blocks(chunks: _Chunks, entering: list[torch.Tensor | None]) -> torch.Tensor:
+    """From earlier chunks: y[i] = exp(cs_i) C_i . (state entering the chunk).
+
+    Returns (b, c, q, g, k, p).
+    """
+    batch, nchunks, q, ngroups, kp = chunks.x_dt.shape
+    k, d_state = chunks.dA_cs.shape[3], chunks.B.shape[-1]
+    shape = (batch, ngroups, d_state, k, kp // k)
+    zero = chunks.x.new_zeros(shape)
+    start = torch.stack([zero if s is None else s for s in entering], dim=1)  # (b, c, g, n, k, p)
+    y_off = (chunks.C @ start.view(batch, nchunks, ngroups, d_state, kp)).view(batch, nchunks, ngroups, q, k, -1)
+    from_start = torch.exp(chunks.dA_cs).permute(0, 1, 2, 4, 3).unsqueeze(-1)  # (b, c, g, q, k, 1)
+    return (y_off * from_start).transpose(2, 3)  # (b, c, q, g, k, p)
+
+
+def _states_to_external(state: torch.Tensor) -> torch.Tensor:
+    """(b, g, n, k, p) -> (batch, nheads, headdim, d_state)."""
+    batch, ngroups, d_state, k, headdim = state.shape
+    return state.permute(0, 1, 3, 4, 2).reshape(batch, ngroups * k, headdim, d_state)
 
 
 def _segment_decay(dA_cs: torch.Tensor) -> torch.Tensor:
@@ -156,23 +223,6 @@ def _segment_decay(dA_cs: torch.Tensor) -> torch.Tensor:
     diff = dA_cs.unsqueeze(-1) - dA_cs.unsqueeze(-2)  # (..., q_i, q_j)
     causal = torch.ones(q, q, dtype=torch.bool, device=dA_cs.device).tril()
     return torch.exp(diff.masked_fill(~causal, -math.inf))
-
-
-def _states_to_internal(
-    states: torch.Tensor | None,
-    batch: int,
-    ngroups: int,
-    d_state: int,
-    k: int,
-    headdim: int,
-    dtype: torch.dtype,
-    device: torch.device,
-) -> torch.Tensor | None:
-    """(batch, nheads, headdim, d_state) -> (batch, ngroups, d_state, k, headdim), or None."""
-    if states is None:
-        return None
-    grouped = states.to(dtype=dtype, device=device).view(batch, ngroups, k, headdim, d_state)
-    return grouped.permute(0, 1, 4, 2, 3)
 
 
 def _check_shapes(

@@ -149,3 +149,17 @@ def test_mamba2_rejects_headdim_that_does_not_divide_inner_width():
 def test_mamba2_rejects_ngroups_that_does_not_divide_nheads():
     with pytest.raises(ValueError, match=r"ngroups must divide nheads, got ngroups=3, nheads=8"):
         Mamba2(d_model=64, headdim=16, ngroups=3)
+
+
+@pytest.mark.parametrize("kwargs", CONFIGS)
+@pytest.mark.parametrize("seqlen", [1, 21])
+def test_mamba2_forward_last_equals_last_position_of_forward(kwargs, seqlen):
+    torch.manual_seed(0)
+    block = Mamba2(**kwargs, chunk_size=8).double()
+    u = torch.randn(3, seqlen, kwargs["d_model"], dtype=torch.float64, requires_grad=True)
+    last = block.forward_last(u)
+    torch.testing.assert_close(last, block(u)[:, -1], rtol=1e-9, atol=1e-12)
+    grads = torch.autograd.grad(last.sum(), [u, *block.parameters()])
+    expected = torch.autograd.grad(block(u)[:, -1].sum(), [u, *block.parameters()])
+    for got, want in zip(grads, expected):
+        torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-12)

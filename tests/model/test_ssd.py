@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from model.ssd import ssd_scan
+from model.ssd import ssd_final_state, ssd_scan
 from tests.model.recurrence import sequential_scan
 
 TOLERANCE = {torch.float64: {"rtol": 1e-9, "atol": 1e-12}, torch.float32: {"rtol": 1e-4, "atol": 1e-5}}
@@ -144,3 +144,13 @@ def test_ssd_scan_rejects_bad_shapes(change, match):
     args = {**make_inputs(10, dtype=torch.float32), "chunk_size": 4, **change}
     with pytest.raises(ValueError, match=match):
         ssd_scan(**args)
+
+
+@pytest.mark.parametrize("seqlen", [1, 33, 64])
+def test_ssd_final_state_equals_scan_final_states(seqlen):
+    inputs = make_inputs(seqlen, seed=7)
+    init = torch.randn(2, 4, 8, 16, dtype=torch.float64)
+    _, expected = ssd_scan(**inputs, chunk_size=16, dt_softplus=True, initial_states=init, return_final_states=True)
+    inputs.pop("C")
+    got = ssd_final_state(**inputs, chunk_size=16, dt_softplus=True, initial_states=init)
+    torch.testing.assert_close(got, expected, rtol=1e-12, atol=1e-12)
