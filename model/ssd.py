@@ -71,8 +71,9 @@ def ssd_scan(
     chunks = _to_chunks(x, dt, A, B, C, chunk_size, dt_bias, dt_softplus, dt_limit)
     y = _diagonal_blocks(chunks)  # (b, c, q, g, k, p)
     entering, state = _pass_states(chunks, initial_states)
-    if any(s is not None for s in entering):
-        y = y + _off_diagonal_blocks(chunks, entering)
+    first = 0 if entering[0] is not None else 1  # without initial states chunk 0 starts from zero
+    if first < len(entering):
+        y[:, first:] += _off_diagonal_blocks(chunks, torch.stack(entering[first:], dim=1), first)
 
     # Skip connection and gate; drop the padding.
     batch, _, nheads, headdim = x.shape
@@ -169,7 +170,8 @@ def _diagonal_blocks(chunks: _Chunks) -> torch.Tensor:
 
 
 def _pass_states(chunks: _Chunks, initial_states: torch.Tensor | None):
-    """The state entering each chunk (None: zero) and the state after the last one.
+    """The state entering each chunk (None for the first one without initial states: zero)
+    and the state after the last one.
 
     Each chunk adds B^T (x dt exp(cs_end - cs)) to the state it received, decayed by
     exp(cs_end). States are (b, g, n, k, p); one short loop over chunks, not over steps.
@@ -192,19 +194,18 @@ def _pass_states(chunks: _Chunks, initial_states: torch.Tensor | None):
     return entering, state
 
 
-def _off_diagonal_blocks(chunks: _Chunks, entering: list[torch.Tensor | None]) -> torch.Tensor:
-    """From earlier chunks: y[i] = exp(cs_i) C_i . (state entering the chunk).
+def _off_diagonal_blocks(chunks: _Chunks, start: torch.Tensor, first: int) -> torch.Tensor:
+    """From earlier chunks: y[i] = exp(cs_i) C_i . (state entering the chunk), for chunks first...
 
-    Returns (b, c, q, g, k, p).
+    start: (b, c - first, g, n, k, p) the states entering those chunks.
+    Returns (b, c - first, q, g, k, p).
     """
-    batch, nchunks, q, ngroups, kp = chunks.x_dt.shape
-    k, d_state = chunks.dA_cs.shape[3], chunks.B.shape[-1]
-    shape = (batch, ngroups, d_state, k, kp // k)
-    zero = chunks.x.new_zeros(shape)
-    start = torch.stack([zero if s is None else s for s in entering], dim=1)  # (b, c, g, n, k, p)
-    y_off = (chunks.C @ start.view(batch, nchunks, ngroups, d_state, kp)).view(batch, nchunks, ngroups, q, k, -1)
-    from_start = torch.exp(chunks.dA_cs).permute(0, 1, 2, 4, 3).unsqueeze(-1)  # (b, c, g, q, k, 1)
-    return (y_off * from_start).transpose(2, 3)  # (b, c, q, g, k, p)
+    batch, nchunks, ngroups, d_state, k, headdim = start.shape
+    q = chunks.x_dt.shape[2]
+    C = chunks.C[:, first:]  # (b, c', g, q, n)
+    y_off = (C @ start.view(batch, nchunks, ngroups, d_state, k * headdim)).view(batch, nchunks, ngroups, q, k, -1)
+    from_start = torch.exp(chunks.dA_cs[:, first:]).permute(0, 1, 2, 4, 3).unsqueeze(-1)  # (b, c', g, q, k, 1)
+    return (y_off * from_start).transpose(2, 3)  # (b, c', q, g, k, p)
 
 
 def _states_to_external(state: torch.Tensor) -> torch.Tensor:
