@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from model.backend import check_backend, load_fused_kernel, resolve_backend
+from model.conv import causal_conv_silu
 from model.norm import GatedRMSNorm
 from model.ssd import ssd_final_state, ssd_scan
 
@@ -56,7 +57,9 @@ class Mamba2(nn.Module):
         self.d_model, self.d_state, self.d_conv, self.expand = d_model, d_state, d_conv, expand
         self.d_inner = expand * d_model
         if self.d_inner % headdim:
-            raise ValueError(f"headdim must divide expand*d_model, got headdim={headdim}, expand*d_model={self.d_inner}")
+            raise ValueError(
+                f"headdim must divide expand*d_model, got headdim={headdim}, expand*d_model={self.d_inner}"
+            )
         self.headdim = headdim
         self.nheads = self.d_inner // headdim
         if self.nheads % ngroups:
@@ -122,7 +125,7 @@ class Mamba2(nn.Module):
         z = F.linear(u[:, -1], weight[: self.d_inner], None if bias is None else bias[: self.d_inner])  # (b, d_inner)
         xbcdt = F.linear(u, weight[self.d_inner :], None if bias is None else bias[self.d_inner :])  # (b, l, conv+h)
         xBC, dt = xbcdt.split([self.conv_dim, self.nheads], dim=-1)
-        xBC = F.silu(causal_depthwise_conv(xBC, self.conv1d.weight, self.conv1d.bias))  # (b, l, conv_dim)
+        xBC = causal_conv_silu(xBC, self.conv1d.weight, self.conv1d.bias)  # (b, l, conv_dim)
         x, B, C = xBC.split([self.d_inner, self.ngroups * self.d_state, self.ngroups * self.d_state], dim=-1)
         batch = u.shape[0]
         state = ssd_final_state(
@@ -141,7 +144,7 @@ class Mamba2(nn.Module):
         """zxbcdt: (batch, seqlen, d_in_proj) -> (batch, seqlen, d_model)."""
         batch, seqlen, _ = zxbcdt.shape
         z, xBC, dt = zxbcdt.split([self.d_inner, self.conv_dim, self.nheads], dim=-1)
-        xBC = F.silu(causal_depthwise_conv(xBC, self.conv1d.weight, self.conv1d.bias))  # (b, l, conv_dim)
+        xBC = causal_conv_silu(xBC, self.conv1d.weight, self.conv1d.bias)  # (b, l, conv_dim)
         x, B, C = xBC.split([self.d_inner, self.ngroups * self.d_state, self.ngroups * self.d_state], dim=-1)
         y = ssd_scan(
             x.unflatten(-1, (self.nheads, self.headdim)),  # (b, l, h, p)
@@ -183,13 +186,3 @@ class Mamba2(nn.Module):
             **limit,
         )
 
-
-def causal_depthwise_conv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-    """Causal depthwise conv along time, in the time-major layout.
-
-    x: (batch, seqlen, channels); weight: (channels, 1, width); bias: (channels,).
-    Returns (batch, seqlen, channels): out_t = bias + sum_k weight[:, k] * x_{t - width + 1 + k}.
-    """
-    width = weight.shape[-1]
-    out = F.conv1d(x.transpose(1, 2), weight, bias, padding=width - 1, groups=x.shape[-1])  # (b, ch, l + w - 1)
-    return out[..., : x.shape[1]].transpose(1, 2)

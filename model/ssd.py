@@ -187,7 +187,7 @@ def _pass_states(chunks: _Chunks, initial_states: torch.Tensor | None):
     if initial_states is not None:  # (b, h, p, n) -> (b, g, n, k, p)
         state = initial_states.to(chunks.x.dtype).view(batch, ngroups, k, -1, d_state).permute(0, 1, 4, 2, 3)
     entering = []
-    for step, decay in zip(added.unbind(1), chunk_decay.unbind(1)):  # unbind: no zero-filled grads
+    for step, decay in zip(added.unbind(1), chunk_decay.unbind(1), strict=True):  # unbind: no zero-filled grads
         entering.append(state)
         step = step.view(batch, ngroups, d_state, k, -1)
         state = step if state is None else state * decay[:, :, None, :, None] + step

@@ -47,7 +47,7 @@ def test_gpu_mamba2_fused_matches_torch_path_outputs_and_gradients(kernels, ngro
     grad = torch.randn_like(out_ref)
     out_fused.backward(grad)
     out_ref.backward(grad)
-    for (name, p_fused), p_ref in zip(fused.named_parameters(), reference.parameters()):
+    for (name, p_fused), p_ref in zip(fused.named_parameters(), reference.parameters(), strict=True):
         torch.testing.assert_close(p_fused.grad, p_ref.grad, rtol=2e-2, atol=2e-3, msg=lambda m, n=name: f"{n}: {m}")
 
 

@@ -161,5 +161,5 @@ def test_mamba2_forward_last_equals_last_position_of_forward(kwargs, seqlen):
     torch.testing.assert_close(last, block(u)[:, -1], rtol=1e-9, atol=1e-12)
     grads = torch.autograd.grad(last.sum(), [u, *block.parameters()])
     expected = torch.autograd.grad(block(u)[:, -1].sum(), [u, *block.parameters()])
-    for got, want in zip(grads, expected):
+    for got, want in zip(grads, expected, strict=True):
         torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-12)

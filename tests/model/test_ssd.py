@@ -114,7 +114,7 @@ def test_ssd_scan_gradients_match_recurrence():
     weights_y, weights_state = torch.randn_like(ref), torch.randn_like(ref_final)
     grads = torch.autograd.grad((ours * weights_y).sum() + (ours_final * weights_state).sum(), list(leaves.values()))
     expected = torch.autograd.grad((ref * weights_y).sum() + (ref_final * weights_state).sum(), list(leaves.values()))
-    for name, got, want in zip(leaves, grads, expected):
+    for name, got, want in zip(leaves, grads, expected, strict=True):
         torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-10, msg=lambda m, name=name: f"d/d{name}: {m}")
 
 
