@@ -1,0 +1,149 @@
+"""OHLCV bars from Parquet, read with pyarrow and validated before anything trains.
+
+Every failure is a `DataError` whose one-line message names the file, the column and
+the first offending row, says the rule, and says how to fix it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+FIELDS = ("timestamp", "open", "high", "low", "close", "volume")
+PRICES = ("open", "high", "low", "close")
+
+
+class DataError(ValueError):
+    """Bad input data: one line, `<what>, <rule>, <fix>`."""
+
+
+@dataclass(frozen=True)
+class Bars:
+    """Validated bars, one float64 array each (numpy views of the Arrow buffers where possible).
+
+    timestamp is int64 nanoseconds since the epoch (UTC); all arrays have shape (n_bars,).
+    """
+
+    path: str
+    timestamp: np.ndarray
+    open: np.ndarray
+    high: np.ndarray
+    low: np.ndarray
+    close: np.ndarray
+    volume: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.close)
+
+
+def read_bars(path: str | Path, columns: dict[str, str] | None = None) -> Bars:
+    """Read and validate a Parquet file of bars.
+
+    columns maps our field names (timestamp, open, high, low, close, volume) to the file's
+    column names, e.g. {"timestamp": "ts_event"}; other names are matched case-insensitively.
+    """
+    path = Path(path)
+    mapping = _resolve_columns(path, _read_schema(path), columns or {})
+    try:
+        table = pq.read_table(path, columns=list(mapping.values()))
+    except (pa.ArrowException, OSError) as exc:
+        raise DataError(f"{path}: cannot read the Parquet data ({_first_line(exc)}), the file is damaged or "
+                        "truncated; write it again") from None
+    if table.num_rows == 0:
+        raise DataError(f"{path}: the file has no rows, bars are needed; point --data at a file with bars")
+    arrays = {field: _column(path, table, field, name) for field, name in mapping.items()}
+    bars = Bars(path=str(path), **arrays)
+    _validate(bars)
+    return bars
+
+
+def _read_schema(path: Path) -> pa.Schema:
+    if not path.exists():
+        raise DataError(f"{path}: no such file, the data must be an existing Parquet file; check the path "
+                        "(or make one with `mamba-tune data synth --out PATH`)")
+    if path.is_dir():
+        raise DataError(f"{path}: is a directory, the data must be one Parquet file; name the file")
+    try:
+        return pq.read_schema(path)
+    except (pa.ArrowException, OSError) as exc:
+        raise DataError(f"{path}: not a Parquet file ({_first_line(exc)}); convert it to Parquet "
+                        "(e.g. pyarrow.parquet.write_table)") from None
+
+
+def _resolve_columns(path: Path, schema: pa.Schema, columns: dict[str, str]) -> dict[str, str]:
+    """Our field -> the file's column name; unknown fields and missing columns are errors."""
+    unknown = sorted(set(columns) - set(FIELDS))
+    if unknown:
+        raise DataError(f"column mapping names {unknown[0]!r}, which is not a bar field; map only "
+                        f"{', '.join(FIELDS)} (e.g. timestamp=ts_event)")
+    by_lower = {name.lower(): name for name in schema.names}
+    resolved = {}
+    for field in FIELDS:
+        wanted = columns.get(field, field)
+        name = wanted if wanted in schema.names else by_lower.get(wanted.lower())
+        if name is None:
+            raise DataError(f"{path}: column {wanted!r} ({field}) is missing, the file has "
+                            f"{', '.join(schema.names) or 'no columns'}; rename it or map it, e.g. "
+                            f"--column {field}=<name>")
+        resolved[field] = name
+    return resolved
+
+
+def _column(path: Path, table: pa.Table, field: str, name: str) -> np.ndarray:
+    """One column as a numpy array: int64 ns for the timestamp, float64 for the rest."""
+    column = table.column(name).combine_chunks()
+    if column.null_count:
+        row = int(pc.index(pc.is_null(column), True).as_py())
+        raise DataError(f"{path}: column {name!r} has a missing value at row {row}, every bar needs all "
+                        "fields; drop or fill that row")
+    kind = column.type
+    if field == "timestamp":
+        if pa.types.is_timestamp(kind):
+            column = column.cast(pa.timestamp("ns", tz=kind.tz))
+            return column.view(pa.int64()).to_numpy(zero_copy_only=False)
+        if pa.types.is_date(kind):
+            return column.cast(pa.timestamp("ns")).view(pa.int64()).to_numpy(zero_copy_only=False)
+        if pa.types.is_integer(kind):
+            return column.cast(pa.int64()).to_numpy(zero_copy_only=False)
+        raise DataError(f"{path}: column {name!r} (timestamp) has type {kind}, it must be a timestamp, "
+                        "date or integer epoch nanoseconds; convert it")
+    if not (pa.types.is_floating(kind) or pa.types.is_integer(kind) or pa.types.is_decimal(kind)):
+        raise DataError(f"{path}: column {name!r} ({field}) has type {kind}, it must be numeric; "
+                        "convert it to float")
+    return column.cast(pa.float64()).to_numpy(zero_copy_only=False)
+
+
+def _validate(bars: Bars) -> None:
+    """Each rule in turn; the first broken one raises, naming its first offending row."""
+    path = bars.path
+    for field in ("open", "high", "low", "close", "volume"):
+        _fail_at(path, field, ~np.isfinite(getattr(bars, field)), "is NaN or infinite",
+                 "every value must be finite; drop or fill that row")
+    for field in PRICES:
+        _fail_at(path, field, getattr(bars, field) <= 0, "is not positive", "prices must be > 0; fix or drop that row")
+    _fail_at(path, "volume", bars.volume < 0, "is negative", "volume must be >= 0; fix or drop that row")
+    _fail_at(path, "high", bars.high < bars.low, "is below low", "high must be >= low; fix or drop that row")
+    for field in ("open", "close"):
+        value = getattr(bars, field)
+        _fail_at(path, field, (value > bars.high) | (value < bars.low), "is outside [low, high]",
+                 f"{field} must lie within the bar's range; fix or drop that row")
+    step = np.diff(bars.timestamp)
+    _fail_at(path, "timestamp", np.concatenate([[False], step == 0]), "equals the previous row's",
+             "timestamps must be strictly increasing; drop the duplicate bar")
+    _fail_at(path, "timestamp", np.concatenate([[False], step < 0]), "is earlier than the previous row's",
+             "timestamps must be strictly increasing; sort the file by time")
+
+
+def _fail_at(path: str, field: str, bad: np.ndarray, what: str, rule_and_fix: str) -> None:
+    if bad.any():
+        row = int(np.argmax(bad))
+        raise DataError(f"{path}: column {field!r} at row {row} {what}, {rule_and_fix}")
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

@@ -1,0 +1,159 @@
+"""From a Parquet file of bars to training and validation samples, without look-ahead.
+
+parquet -> validated bars (model/bars.py) -> features and targets (model/features.py)
+-> chronological split, scaling from the training part alone, baselines -> Dataset.
+
+A sample ending at bar i reads the input window of bars i-window+1..i and predicts a
+target over bars i+1..i+horizon. The split bar s cuts the series (80/20 by default):
+a training sample's bars, inputs and target, all lie before s; a validation sample's
+input window starts at s or later. The samples that would straddle s are dropped: that
+is the gap. Windows are strided views of one contiguous feature array; the arrays are
+plain numpy, so several trials share one copy (Ray's object store maps them).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from model.bars import DataError, read_bars
+from model.features import FEATURE_NAMES, TARGETS, bar_features, target_and_persistence
+
+_STD_FLOOR = 1e-8  # a constant feature (time of day on daily bars) is centred, not blown up
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    """How bars become samples."""
+
+    window: int = 128  # bars in each input window (the model's seqlen)
+    horizon: int = 12  # bars ahead the target looks
+    target: str = "volatility"  # "return" | "volatility" | "close"
+    val_fraction: float = 0.2  # the last part of the bars, chronologically
+    min_val_samples: int = 32  # fewer validation samples than this is an error
+    columns: dict[str, str] = field(default_factory=dict)  # our field -> the file's column, e.g. ts_event
+
+    def __post_init__(self) -> None:
+        for name in ("window", "horizon", "min_val_samples"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if self.target not in TARGETS:
+            raise ValueError(f"target must be one of {', '.join(TARGETS)}, got {self.target!r}")
+        if not 0 < self.val_fraction < 1:
+            raise ValueError(f"val_fraction must be between 0 and 1, got {self.val_fraction!r}")
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> DataConfig:
+        allowed = [f.name for f in dataclasses.fields(cls)]
+        unknown = sorted(set(values) - set(allowed))
+        if unknown:
+            raise ValueError(f"unknown data setting {unknown[0]!r}; allowed: {', '.join(allowed)}")
+        return cls(**values)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class Scaler:
+    """Standardisation fitted on the training part only."""
+
+    feature_mean: np.ndarray  # (n_features,)
+    feature_std: np.ndarray  # (n_features,)
+    target_mean: float
+    target_std: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"feature_mean": self.feature_mean.tolist(), "feature_std": self.feature_std.tolist(),
+                "target_mean": self.target_mean, "target_std": self.target_std}
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> Scaler:
+        return cls(np.asarray(values["feature_mean"], dtype=np.float32),
+                   np.asarray(values["feature_std"], dtype=np.float32),
+                   float(values["target_mean"]), float(values["target_std"]))
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """Scaled arrays and sample indices; every loss and baseline is in scaled target units."""
+
+    features: np.ndarray  # (n_bars, n_features) float32, scaled
+    targets: np.ndarray  # (n_bars,) float32 scaled target of the sample ending at each bar (NaN: none)
+    train_index: np.ndarray  # (n_train,) int64 last input bar of each training sample
+    val_index: np.ndarray  # (n_val,) int64 last input bar of each validation sample
+    window: int
+    split_bar: int  # first bar of the validation part
+    scaler: Scaler
+    baselines: dict[str, float]  # validation MSE of "mean" (the train mean) and "persistence"
+    summary: dict[str, Any]
+
+    @property
+    def n_features(self) -> int:
+        return self.features.shape[1]
+
+    def batch(self, index: np.ndarray | torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Samples ending at bars `index` (batch,) -> inputs (batch, window, n_features), targets (batch, 1)."""
+        index = torch.as_tensor(index, dtype=torch.int64)
+        windows = torch.from_numpy(self.features).unfold(0, self.window, 1).transpose(1, 2)  # (n_win, w, f) view
+        inputs = windows[index - (self.window - 1)]  # the only copy: the batch itself
+        return inputs, torch.from_numpy(self.targets)[index].unsqueeze(-1)
+
+
+def load_dataset(path: str | Path, config: DataConfig = DataConfig()) -> Dataset:
+    """Read, validate, featurise, split and scale; raises DataError on bad data."""
+    bars = read_bars(path, config.columns)
+    features = bar_features(bars)  # (n, f) float32, unscaled
+    target, persistence = target_and_persistence(bars, config.target, config.horizon)
+    n, w, h = len(bars), config.window, config.horizon
+
+    # Split: training samples end by s-1-h (their targets too); validation windows start at s.
+    split = int(round(n * (1 - config.val_fraction)))
+    first = max(w, h)  # inputs start at bar 1 (bar 0 has no previous bar); persistence needs h bars
+    train_index = np.arange(first, split - h, dtype=np.int64)
+    val_index = np.arange(max(split + w - 1, first), n - h, dtype=np.int64)
+    if len(train_index) < 1 or len(val_index) < config.min_val_samples:
+        needed = _bars_needed(config)
+        raise DataError(f"{path}: {n} bars are too few, window {w} + horizon {h} + at least "
+                        f"{config.min_val_samples} validation samples need {needed} bars at val_fraction "
+                        f"{config.val_fraction}; use more bars or a shorter window")
+
+    # Scaling statistics from the training part alone: its input bars and its targets.
+    train_rows = features[1:split - h]
+    feature_mean = train_rows.mean(axis=0, dtype=np.float64).astype(np.float32)
+    feature_std = np.maximum(train_rows.std(axis=0, dtype=np.float64), _STD_FLOOR).astype(np.float32)
+    train_targets = target[train_index]
+    scaler = Scaler(feature_mean, feature_std, float(train_targets.mean()), float(max(train_targets.std(), _STD_FLOOR)))
+    features -= feature_mean
+    features /= feature_std
+    scaled_target = ((target - scaler.target_mean) / scaler.target_std).astype(np.float32)
+    scaled_persistence = (persistence - scaler.target_mean) / scaler.target_std
+
+    val_target = scaled_target[val_index].astype(np.float64)
+    baselines = {
+        "mean": float(np.mean(val_target**2)),  # the train mean is 0 in scaled units
+        "persistence": float(np.mean((scaled_persistence[val_index] - val_target) ** 2)),
+    }
+    summary = {
+        "path": str(path), "n_bars": n, "split_bar": split, "n_train": len(train_index), "n_val": len(val_index),
+        "target": config.target, "horizon": h, "window": w, "features": list(FEATURE_NAMES),
+    }
+    return Dataset(features, scaled_target, train_index, val_index, w, split, scaler, baselines, summary)
+
+
+def _bars_needed(config: DataConfig) -> int:
+    """Smallest bar count that leaves one training and min_val_samples validation samples."""
+    n = config.window + config.horizon + config.min_val_samples
+    while True:
+        split = int(round(n * (1 - config.val_fraction)))
+        first = max(config.window, config.horizon)
+        if split - config.horizon > first and n - config.horizon - max(split + config.window - 1, first) >= \
+                config.min_val_samples:
+            return n
+        n += 1

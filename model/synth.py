@@ -1,0 +1,81 @@
+"""Synthetic ES-like futures bars: 5-minute bars, deterministic from a seed.
+
+What makes them ES-like: a price level near 5000 on a 0.25 tick; volatility clustering
+(log-volatility follows an AR(1), so calm and busy stretches persist); a U-shaped
+intraday profile of volatility and volume (busy open and close, quiet midday); fat-tailed
+returns (Student-t, 4 degrees of freedom); sessions of 120 bars on weekdays only.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+BARS_PER_DAY = 120  # 10 hours of 5-minute bars, as 21,600 bars = 180 days in the original system
+BAR_NS = 5 * 60 * 10**9
+SESSION_OPEN_NS = (13 * 3600 + 30 * 60) * 10**9  # 13:30 UTC
+TICK = 0.25
+_DAY_NS = 86_400 * 10**9
+_START_NS = 1_704_067_200 * 10**9  # 2024-01-01 00:00 UTC, a Monday
+
+
+def synth_bars(n_bars: int = 21_600, seed: int = 0, price: float = 5000.0) -> pa.Table:
+    """A table of n_bars bars: timestamp (ns, UTC), open, high, low, close, volume."""
+    if n_bars < 1:
+        raise ValueError(f"n_bars must be at least 1, got {n_bars}")
+    rng = np.random.default_rng(seed)
+    slot = np.arange(n_bars) % BARS_PER_DAY  # position in the session
+    profile = _intraday_profile(slot)  # (n,) around 1, U-shaped
+
+    # Volatility: a persistent log-volatility around 1.2 bp per 5-minute bar, shaped by the session.
+    log_vol = _ar1(rng.standard_normal(n_bars) * 0.12, phi=0.995)
+    sigma = 1.2e-4 * 1.5 * np.exp(log_vol) * profile  # per-bar return std
+    shocks = rng.standard_t(4, n_bars) / np.sqrt(2.0)  # unit variance, fat tails
+    returns = sigma * shocks
+    overnight = (slot == 0) * rng.standard_normal(n_bars) * 8e-4  # gaps between sessions
+    log_close = np.log(price) + np.cumsum(returns + overnight)
+    close = _to_tick(np.exp(log_close))
+    open_ = np.empty(n_bars)
+    open_[0] = _to_tick(np.asarray([price]))[0]
+    open_[1:] = np.where(slot[1:] == 0, _to_tick(close[:-1] * np.exp(overnight[1:])), close[:-1])
+    body_top, body_bottom = np.maximum(open_, close), np.minimum(open_, close)
+    reach = np.abs(rng.standard_normal((2, n_bars))) * sigma * close * 0.8  # intrabar excursions
+    high = np.ceil((body_top + reach[0]) / TICK) * TICK
+    low = np.maximum(np.floor((body_bottom - reach[1]) / TICK) * TICK, TICK)
+
+    volume = np.round(900 * profile**1.5 * np.exp(0.35 * rng.standard_normal(n_bars)) * (1 + 2 * np.abs(shocks)))
+    return pa.table({
+        "timestamp": pa.array(_timestamps(n_bars), type=pa.timestamp("ns", tz="UTC")),
+        "open": open_, "high": high, "low": low, "close": close, "volume": volume.astype(np.int64),
+    })
+
+
+def _intraday_profile(slot: np.ndarray) -> np.ndarray:
+    """U shape over the session: about 1.8 at the open and close, 0.7 at midday."""
+    x = slot / (BARS_PER_DAY - 1) * 2 - 1  # -1 at the open, +1 at the close
+    return 0.7 + 1.1 * x**4
+
+
+def _ar1(noise: np.ndarray, phi: float, block: int = 256) -> np.ndarray:
+    """x_t = phi x_{t-1} + noise_t, vectorised in blocks (phi^-block stays finite)."""
+    out = np.empty_like(noise)
+    powers = phi ** np.arange(block)
+    carry = 0.0
+    for start in range(0, len(noise), block):
+        chunk = noise[start:start + block]
+        p = powers[: len(chunk)]
+        out[start:start + len(chunk)] = p * (carry * phi + np.cumsum(chunk / p))
+        carry = out[start + len(chunk) - 1]
+    return out
+
+
+def _to_tick(prices: np.ndarray) -> np.ndarray:
+    return np.maximum(np.round(prices / TICK) * TICK, TICK)
+
+
+def _timestamps(n_bars: int) -> np.ndarray:
+    """Session bars on weekdays from 2024-01-01: int64 ns."""
+    day, slot = np.divmod(np.arange(n_bars), BARS_PER_DAY)
+    week, weekday = np.divmod(day, 5)
+    calendar_day = week * 7 + weekday
+    return _START_NS + calendar_day * _DAY_NS + SESSION_OPEN_NS + slot * BAR_NS

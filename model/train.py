@@ -1,0 +1,252 @@
+"""The training loop every trial and the production run use: AdamW, warmup + cosine, E0.
+
+fit() knows nothing of Ray, MLflow or the terminal: it calls `report(metrics, checkpoint)`
+once per epoch (epoch 0 is the evaluation before any step) and `progress(epoch, done,
+total)` after each batch; callers pass their own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import resource
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from model.checkpoint import load_checkpoint, save_atomic
+from model.config import ModelConfig
+from model.data import Dataset
+from model.forecaster import Forecaster
+from model.norm import GatedRMSNorm
+from model.schedule import lr_factor
+
+Report = Callable[[dict[str, Any], Path | None], None]
+Progress = Callable[[int, int, int], None]
+DEVICES = ("auto", "cpu", "cuda")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Optimisation settings; defaults are the original system's (lr 5e-5, wd 1e-4, batch 512)."""
+
+    epochs: int = 50
+    batch_size: int = 512
+    lr: float = 5e-5  # peak learning rate, reached at the end of warmup
+    weight_decay: float = 1e-4  # decoupled (AdamW), on weights only
+    betas: tuple[float, float] = (0.9, 0.999)
+    eps: float = 1e-8
+    warmup_fraction: float = 0.05  # of all optimizer steps, linear from lr/warmup to lr
+    min_lr_fraction: float = 0.1  # the cosine ends at lr * this
+    grad_clip: float = 1.0  # max global gradient norm; 0 disables clipping
+    seed: int = 0
+    device: str = "auto"  # "auto" (cuda when available) | "cpu" | "cuda"
+    eval_batch_size: int = 1024
+
+    def __post_init__(self) -> None:
+        for name in ("epochs", "batch_size", "eval_batch_size"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if not (isinstance(self.lr, (int, float)) and 0 < self.lr < 1):
+            raise ValueError(f"lr must be in (0, 1), got {self.lr!r}")
+        if not (isinstance(self.weight_decay, (int, float)) and 0 <= self.weight_decay < 1):
+            raise ValueError(f"weight_decay must be in [0, 1), got {self.weight_decay!r}")
+        if not all(0 <= b < 1 for b in self.betas) or len(self.betas) != 2:
+            raise ValueError(f"betas must be two numbers in [0, 1), got {self.betas!r}")
+        if not 0 <= self.warmup_fraction < 1:
+            raise ValueError(f"warmup_fraction must be in [0, 1), got {self.warmup_fraction!r}")
+        if not 0 <= self.min_lr_fraction <= 1:
+            raise ValueError(f"min_lr_fraction must be in [0, 1], got {self.min_lr_fraction!r}")
+        if self.eps <= 0 or self.grad_clip < 0:
+            raise ValueError(f"eps must be > 0 and grad_clip >= 0, got eps={self.eps}, grad_clip={self.grad_clip}")
+        if self.device not in DEVICES:
+            raise ValueError(f"device must be one of {', '.join(DEVICES)}, got {self.device!r}")
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> TrainConfig:
+        allowed = [f.name for f in dataclasses.fields(cls)]
+        unknown = sorted(set(values) - set(allowed))
+        if unknown:
+            raise ValueError(f"unknown train setting {unknown[0]!r}; allowed: {', '.join(allowed)}")
+        return cls(**{k: tuple(v) if k == "betas" else v for k, v in values.items()})
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
+
+
+@dataclass
+class FitResult:
+    status: str  # "completed" | "nan"
+    stop_epoch: int
+    best_val_loss: float
+    best_epoch: int
+    history: list[dict[str, Any]] = field(default_factory=list)
+
+
+def weight_decay_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
+    """Two AdamW groups: decay on weights; none on biases, norm weights and `_no_weight_decay`."""
+    decay, no_decay = [], []
+    for module in model.modules():
+        for name, param in module.named_parameters(recurse=False):
+            exempt = (getattr(param, "_no_weight_decay", False) or name.endswith("bias")
+                      or isinstance(module, (nn.RMSNorm, GatedRMSNorm, nn.LayerNorm)))
+            (no_decay if exempt else decay).append(param)
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device 'cuda' was asked for but no CUDA GPU is available; use --device cpu or auto")
+    return torch.device(name)
+
+
+def fit(
+    train_config: TrainConfig,
+    model_config: ModelConfig,
+    data: Dataset,
+    report: Report | None = None,
+    checkpoint_dir: str | Path | None = None,
+    resume: bool = False,
+    progress: Progress | None = None,
+) -> FitResult:
+    """Train a Forecaster on `data`; with checkpoint_dir, keep last.pt and best.pt there."""
+    # -- setup: model, optimizer, schedule, all seeded -----------------------------------
+    device = resolve_device(train_config.device)
+    model_config = dataclasses.replace(model_config, n_features=data.n_features)
+    torch.manual_seed(train_config.seed)
+    model = Forecaster(model_config).to(device)
+    optimizer = torch.optim.AdamW(
+        weight_decay_groups(model, train_config.weight_decay), lr=train_config.lr, betas=train_config.betas,
+        eps=train_config.eps, **({"fused": True} if device.type == "cuda" else {"foreach": True}),
+    )
+    steps_per_epoch = math.ceil(len(data.train_index) / train_config.batch_size)
+    total_steps = steps_per_epoch * train_config.epochs
+    warmup = round(train_config.warmup_fraction * total_steps)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: lr_factor(step, total_steps, warmup, train_config.min_lr_fraction))
+    ckpt_dir = None if checkpoint_dir is None else Path(checkpoint_dir)
+    state = {"history": [], "best_val_loss": math.inf, "best_epoch": 0, "epoch": -1}
+
+    def save(name: str, epoch: int) -> Path:
+        path = ckpt_dir / name
+        save_atomic({
+            "model": model.state_dict(), "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
+            "epoch": epoch, "model_config": model_config.to_dict(), "train_config": train_config.to_dict(),
+            "scaler": data.scaler.to_dict(), "history": state["history"],
+            "best_val_loss": state["best_val_loss"], "best_epoch": state["best_epoch"],
+        }, path)
+        return path
+
+    # -- resume: every piece of state from last.pt ------------------------------------------
+    if resume and ckpt_dir is not None and (ckpt_dir / "last.pt").exists():
+        saved = load_checkpoint(ckpt_dir / "last.pt", map_location=device)
+        if ModelConfig.from_dict(saved["model_config"]) != model_config:
+            raise ValueError(f"{ckpt_dir / 'last.pt'} was trained with another model configuration; "
+                             "resume with the same settings or train into a new --out")
+        model.load_state_dict(saved["model"])
+        optimizer.load_state_dict(saved["optimizer"])
+        scheduler.load_state_dict(saved["scheduler"])
+        state.update(history=saved["history"], best_val_loss=saved["best_val_loss"],
+                     best_epoch=saved["best_epoch"], epoch=saved["epoch"])
+
+    def finish(status: str, epoch: int) -> FitResult:
+        return FitResult(status, epoch, state["best_val_loss"], state["best_epoch"], state["history"])
+
+    def record(metrics: dict[str, Any]) -> bool:
+        """Log an epoch's metrics; save checkpoints; False when the run has gone non-finite."""
+        epoch = metrics["epoch"]
+        if not (math.isfinite(metrics["val_loss"]) and math.isfinite(metrics["train_loss"])):
+            return False
+        if metrics["val_loss"] < state["best_val_loss"]:
+            state["best_val_loss"], state["best_epoch"] = metrics["val_loss"], epoch
+        metrics.update(best_val_loss=state["best_val_loss"], best_epoch=state["best_epoch"])
+        e0 = state["history"][0]["val_loss"] if state["history"] else metrics["val_loss"]
+        metrics["improvement_over_e0"] = 1 - metrics["val_loss"] / e0 if e0 > 0 else 0.0
+        state["history"].append(metrics)
+        state["epoch"] = epoch
+        checkpoint = None
+        if ckpt_dir is not None:
+            checkpoint = save("last.pt", epoch)
+            if state["best_epoch"] == epoch:
+                save("best.pt", epoch)
+        if report is not None:
+            report(metrics, checkpoint)
+        return True
+
+    # -- epoch 0: the model as initialised, evaluated before any step ------------------------
+    if not state["history"]:
+        start = time.perf_counter()
+        e0 = _metrics(0, evaluate(model, data, data.train_index, train_config.eval_batch_size, device),
+                      evaluate(model, data, data.val_index, train_config.eval_batch_size, device),
+                      scheduler.get_last_lr()[0], 0, time.perf_counter() - start, device, data)
+        if not record(e0):
+            return finish("nan", 0)
+
+    # -- training epochs ---------------------------------------------------------------------
+    for epoch in range(state["epoch"] + 1, train_config.epochs + 1):
+        model.train()
+        start, seen, loss_sum = time.perf_counter(), 0, 0.0
+        order = torch.randperm(len(data.train_index), generator=torch.Generator().manual_seed(
+            train_config.seed * 1_000_003 + epoch))  # a pure function of (seed, epoch): resumable
+        batches = torch.as_tensor(data.train_index)[order].split(train_config.batch_size)
+        for done, index in enumerate(batches, start=1):
+            inputs, targets = (t.to(device, non_blocking=True) for t in data.batch(index))
+            loss = nn.functional.mse_loss(model(inputs), targets)
+            if not torch.isfinite(loss):
+                return finish("nan", epoch)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            grad_norm = nn.utils.clip_grad_norm_(model.parameters(), train_config.grad_clip or math.inf)
+            if not torch.isfinite(grad_norm):
+                return finish("nan", epoch)
+            optimizer.step()
+            scheduler.step()
+            seen += len(index)
+            loss_sum += loss.item() * len(index)
+            if progress is not None:
+                progress(epoch, done, len(batches))
+        train_seconds = time.perf_counter() - start
+        val_loss = evaluate(model, data, data.val_index, train_config.eval_batch_size, device)
+        metrics = _metrics(epoch, loss_sum / seen, val_loss, scheduler.get_last_lr()[0], seen / train_seconds,
+                           time.perf_counter() - start, device, data)
+        if not record(metrics):
+            return finish("nan", epoch)
+    return finish("completed", train_config.epochs)
+
+
+@torch.inference_mode()
+def evaluate(model: nn.Module, data: Dataset, index: np.ndarray, batch_size: int, device: torch.device) -> float:
+    """Mean squared error over the samples ending at bars `index` (scaled target units)."""
+    model.eval()
+    total, count = 0.0, 0
+    for part in torch.as_tensor(index).split(batch_size):
+        inputs, targets = (t.to(device) for t in data.batch(part))
+        total += nn.functional.mse_loss(model(inputs), targets, reduction="sum").item()
+        count += len(part)
+    return total / count
+
+
+def _metrics(epoch: int, train_loss: float, val_loss: float, lr: float, samples_per_s: float, epoch_s: float,
+             device: torch.device, data: Dataset) -> dict[str, Any]:
+    return {
+        "epoch": epoch, "train_loss": train_loss, "val_loss": val_loss, "lr": lr,
+        "overfit_ratio": val_loss / train_loss if train_loss > 0 else math.inf,
+        "samples_per_s": samples_per_s, "epoch_s": epoch_s, "peak_memory_mb": _peak_memory_mb(device),
+        "baseline_mean": data.baselines["mean"], "baseline_persistence": data.baselines["persistence"],
+    }
+
+
+def _peak_memory_mb(device: torch.device) -> float:
+    """CUDA: max allocated on the device; CPU: the process's peak resident set."""
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**20
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
