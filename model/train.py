@@ -47,11 +47,14 @@ class TrainConfig:
     grad_clip: float = 1.0  # max global gradient norm; 0 disables clipping
     seed: int = 0
     device: str = "auto"  # "auto" (cuda when available) | "cpu" | "cuda"
-    eval_batch_size: int = 1024
+    micro_batch_size: int | None = None  # split each batch, accumulating gradients; None: 64 on CPU, whole on GPU
+    eval_batch_size: int | None = None  # None: 64 on CPU, 1024 on GPU
 
     def __post_init__(self) -> None:
-        for name in ("epochs", "batch_size", "eval_batch_size"):
+        for name in ("epochs", "batch_size", "micro_batch_size", "eval_batch_size"):
             value = getattr(self, name)
+            if value is None and name in ("micro_batch_size", "eval_batch_size"):
+                continue
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
         if not (isinstance(self.lr, (int, float)) and 0 < self.lr < 1):
@@ -133,6 +136,10 @@ def fit(
     warmup = round(train_config.warmup_fraction * total_steps)
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: lr_factor(step, total_steps, warmup, train_config.min_lr_fraction))
+    # On CPU a batch of 512 windows runs 3x slower per sample than 64 at a time (cache-bound
+    # intermediates), so batches are split and gradients accumulated: the same gradient.
+    micro = train_config.micro_batch_size or (train_config.batch_size if device.type == "cuda" else 64)
+    eval_batch = train_config.eval_batch_size or (1024 if device.type == "cuda" else 64)
     ckpt_dir = None if checkpoint_dir is None else Path(checkpoint_dir)
     state = {"history": [], "best_val_loss": math.inf, "best_epoch": 0, "epoch": -1}
 
@@ -185,8 +192,8 @@ def fit(
     # -- epoch 0: the model as initialised, evaluated before any step ------------------------
     if not state["history"]:
         start = time.perf_counter()
-        e0 = _metrics(0, evaluate(model, data, data.train_index, train_config.eval_batch_size, device),
-                      evaluate(model, data, data.val_index, train_config.eval_batch_size, device),
+        e0 = _metrics(0, evaluate(model, data, data.train_index, eval_batch, device),
+                      evaluate(model, data, data.val_index, eval_batch, device),
                       scheduler.get_last_lr()[0], 0, time.perf_counter() - start, device, data)
         if not record(e0):
             return finish("nan", 0)
@@ -199,23 +206,26 @@ def fit(
             train_config.seed * 1_000_003 + epoch))  # a pure function of (seed, epoch): resumable
         batches = torch.as_tensor(data.train_index)[order].split(train_config.batch_size)
         for done, index in enumerate(batches, start=1):
-            inputs, targets = (t.to(device, non_blocking=True) for t in data.batch(index))
-            loss = nn.functional.mse_loss(model(inputs), targets)
-            if not torch.isfinite(loss):
-                return finish("nan", epoch)
             optimizer.zero_grad(set_to_none=True)
-            loss.backward()
+            batch_loss = 0.0
+            for part in index.split(micro):  # the batch's mean squared error, accumulated part by part
+                inputs, targets = (t.to(device, non_blocking=True) for t in data.batch(part))
+                loss = nn.functional.mse_loss(model(inputs), targets, reduction="sum") / len(index)
+                if not torch.isfinite(loss):
+                    return finish("nan", epoch)
+                loss.backward()
+                batch_loss += loss.item()
             grad_norm = nn.utils.clip_grad_norm_(model.parameters(), train_config.grad_clip or math.inf)
             if not torch.isfinite(grad_norm):
                 return finish("nan", epoch)
             optimizer.step()
             scheduler.step()
             seen += len(index)
-            loss_sum += loss.item() * len(index)
+            loss_sum += batch_loss * len(index)
             if progress is not None:
                 progress(epoch, done, len(batches))
         train_seconds = time.perf_counter() - start
-        val_loss = evaluate(model, data, data.val_index, train_config.eval_batch_size, device)
+        val_loss = evaluate(model, data, data.val_index, eval_batch, device)
         metrics = _metrics(epoch, loss_sum / seen, val_loss, scheduler.get_last_lr()[0], seen / train_seconds,
                            time.perf_counter() - start, device, data)
         if not record(metrics):

@@ -12,9 +12,10 @@ from collections.abc import Sequence
 
 import yaml
 
-
-class UsageError(Exception):
-    """Bad input from the user: reported as one line, exit code 2."""
+from model.bars import DataError
+from tuning import cli_data, cli_train
+from tuning.errors import UsageError
+from tuning.run_config import ConfigError
 
 
 class _Parser(argparse.ArgumentParser):
@@ -69,6 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                        help="override a ModelConfig field, e.g. --set d_model=64 (repeatable)")
     model.set_defaults(run=cmd_model)
+    cli_data.add_commands(commands)
+    cli_train.add_command(commands)
     return parser
 
 
@@ -76,7 +79,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         return args.run(args)
-    except UsageError as exc:
+    except (UsageError, DataError, ConfigError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

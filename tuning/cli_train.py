@@ -1,0 +1,142 @@
+"""`mamba-tune train`: one training run, with progress, a summary, and its files in --out."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+from model.checkpoint import load_checkpoint
+from model.data import load_dataset
+from model.train import FitResult, fit
+from tuning.cli_data import parse_columns
+from tuning.errors import UsageError
+from tuning.files import write_text_atomic
+from tuning.run_config import RunConfig
+
+OVERRIDES = {"epochs": "epochs", "lr": "lr", "weight_decay": "weight_decay", "batch_size": "batch_size",
+             "device": "device"}
+
+
+def add_command(commands: argparse._SubParsersAction) -> None:
+    train = commands.add_parser("train", help="train one Forecaster (e.g. the best configuration of a sweep)")
+    train.add_argument("--data", required=True, type=Path, help="Parquet file of bars")
+    train.add_argument("--config", type=Path, help="run configuration YAML (data, model, train sections)")
+    train.add_argument("--epochs", type=int)
+    train.add_argument("--lr", type=float, help="peak learning rate")
+    train.add_argument("--weight-decay", type=float)
+    train.add_argument("--batch-size", type=int)
+    train.add_argument("--device", choices=("auto", "cpu", "cuda"))
+    train.add_argument("--column", action="append", default=[], metavar="FIELD=NAME",
+                       help="map a bar field to the file's column, e.g. --column timestamp=ts_event")
+    train.add_argument("--out", type=Path, default=Path("runs/train"), help="output folder (default runs/train)")
+    train.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
+    train.set_defaults(run=cmd_train)
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    config = _run_config(args)
+    data = load_dataset(args.data, config.data)
+    if not args.resume:
+        config.write_yaml(args.out / "config.yaml", f"mamba-tune train --data {shlex.quote(str(args.data))} "
+                                                     f"--config {shlex.quote(str(args.out / 'config.yaml'))}")
+    print(f"data: {data.summary['n_bars']:,} bars, {data.summary['n_train']:,} training and "
+          f"{data.summary['n_val']:,} validation samples, target {config.data.target} over {config.data.horizon} bars")
+    print(f"baselines (validation MSE, scaled): train mean {data.baselines['mean']:.4f}, "
+          f"persistence {data.baselines['persistence']:.4f}")
+    bar = _ProgressBar(config.train.epochs)
+    # On resume, metrics.json restarts from the checkpoint's own history: exactly the epochs it holds.
+    history: list[dict[str, Any]] = load_checkpoint(args.out / "last.pt")["history"] if args.resume else []
+
+    def report(metrics: dict[str, Any], checkpoint: Path | None) -> None:
+        history.append(metrics)
+        write_text_atomic(args.out / "metrics.json", json.dumps(history, indent=1))
+        bar.epoch_done(metrics)
+
+    try:
+        result = fit(config.train, config.model, data, report=report, checkpoint_dir=args.out,
+                     resume=args.resume, progress=bar.batch_done)
+    except ValueError as exc:  # a checkpoint that does not match the configuration
+        raise UsageError(str(exc)) from None
+    bar.close()
+    _print_summary(result, args.out)
+    if result.status == "nan":
+        print(f"error: training diverged at epoch {result.stop_epoch} (a non-finite loss or gradient), "
+              "nothing from that epoch was saved; lower --lr", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _run_config(args: argparse.Namespace) -> RunConfig:
+    """The configuration: --out's own on --resume, else --config (or defaults) plus overrides."""
+    overrides = {name: getattr(args, flag) for flag, name in OVERRIDES.items() if getattr(args, flag) is not None}
+    if args.resume:
+        if args.config or overrides:
+            raise UsageError("--resume continues the run exactly as configured in --out/config.yaml, so it takes "
+                             "no --config or overrides; drop them, or train into a new --out")
+        if not (args.out / "last.pt").exists():
+            raise UsageError(f"{args.out} holds no checkpoint (last.pt) to resume; train without --resume first")
+        return RunConfig.from_yaml(args.out / "config.yaml")
+    if (args.out / "metrics.json").exists() or (args.out / "last.pt").exists():
+        raise UsageError(f"{args.out} already holds a training run, which is never overwritten; "
+                         "pass --resume to continue it or choose another --out")
+    config = RunConfig.from_yaml(args.config) if args.config else RunConfig()
+    if args.column:
+        config = config.replace("data", columns=parse_columns(args.column))
+    return config.replace("train", **overrides) if overrides else config
+
+
+class _ProgressBar:
+    """A bar for the batches of the running epoch (on a terminal), a line per finished epoch."""
+
+    def __init__(self, epochs: int) -> None:
+        self.epochs = epochs
+        self.live = sys.stderr.isatty()
+
+    def batch_done(self, epoch: int, done: int, total: int) -> None:
+        if self.live:
+            filled = round(30 * done / total)
+            sys.stderr.write(f"\repoch {epoch}/{self.epochs} [{'#' * filled}{'.' * (30 - filled)}] {done}/{total}")
+            sys.stderr.flush()
+
+    def epoch_done(self, m: dict[str, Any]) -> None:
+        if self.live:
+            sys.stderr.write("\r\033[K")
+        speed = f"{m['samples_per_s']:,.0f} samples/s" if m["epoch"] else "before training (E0)"
+        print(f"epoch {m['epoch']:>3}/{self.epochs}  train {m['train_loss']:.4f}  val {m['val_loss']:.4f}  "
+              f"best {m['best_val_loss']:.4f}@{m['best_epoch']}  lr {m['lr']:.2e}  {speed}  {m['epoch_s']:.1f}s",
+              flush=True)
+
+    def close(self) -> None:
+        if self.live:
+            sys.stderr.write("\r\033[K")
+
+
+def _print_summary(result: FitResult, out: Path) -> None:
+    history = result.history
+    if not history:
+        return
+    e0 = history[0]["val_loss"]
+    best = next(m for m in history if m["epoch"] == result.best_epoch)
+    rows = [
+        ("status", f"{result.status} at epoch {result.stop_epoch}"),
+        ("best epoch", f"{result.best_epoch}" + ("  (the initialisation: nothing was learned)"
+                                                 if result.best_epoch == 0 else "")),
+        ("best val loss", f"{result.best_val_loss:.4f}  (E0 {e0:.4f}, {best['improvement_over_e0']:+.1%} better)"),
+        ("vs baselines", f"persistence {best['baseline_persistence']:.4f} "
+                         f"(ratio {_ratio(result.best_val_loss, best['baseline_persistence'])}), "
+                         f"train mean {best['baseline_mean']:.4f}"),
+        ("overfit ratio", f"{best['overfit_ratio']:.2f} (val/train at the best epoch)"),
+        ("files", f"{out}/config.yaml, metrics.json, best.pt, last.pt"),
+    ]
+    print()
+    for label, value in rows:
+        print(f"{label:<14} {value}")
+
+
+def _ratio(value: float, reference: float) -> str:
+    return f"{value / reference:.2f}" if reference > 0 and math.isfinite(value) else "n/a"

@@ -1,0 +1,81 @@
+"""A run's whole configuration (data, model, train) as one YAML file.
+
+The format `mamba-tune train --config` reads, that a training run writes to its output
+folder, and that a sweep exports for its best trial.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from model.config import ModelConfig
+from model.data import DataConfig
+from model.train import TrainConfig
+from tuning.files import write_text_atomic
+
+SECTIONS = ("data", "model", "train")
+
+
+class ConfigError(ValueError):
+    """A configuration file or value that cannot be used: one line, with what to change."""
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    data: DataConfig = field(default_factory=DataConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any], source: str = "config") -> RunConfig:
+        if not isinstance(values, dict):
+            raise ConfigError(f"{source}: the top level must be a mapping with sections {', '.join(SECTIONS)}")
+        unknown = sorted(set(values) - set(SECTIONS))
+        if unknown:
+            raise ConfigError(f"{source}: unknown section {unknown[0]!r}; allowed: {', '.join(SECTIONS)}")
+        parts = {}
+        for name, kind in (("data", DataConfig), ("model", ModelConfig), ("train", TrainConfig)):
+            section = values.get(name) or {}
+            if not isinstance(section, dict):
+                raise ConfigError(f"{source}: section {name!r} must be a mapping of settings")
+            try:
+                parts[name] = kind.from_dict(section)
+            except (TypeError, ValueError) as exc:
+                raise ConfigError(f"{source}: {name}: {exc}") from None
+        return cls(**parts)
+
+    @classmethod
+    def from_yaml(cls, path: str | Path) -> RunConfig:
+        path = Path(path)
+        try:
+            text = path.read_text()
+        except OSError as exc:
+            raise ConfigError(f"{path}: cannot read the config ({exc.strerror}); check the path") from None
+        try:
+            values = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f" at line {mark.line + 1}" if mark else ""
+            raise ConfigError(f"{path}: invalid YAML{where} ({getattr(exc, 'problem', exc)}); fix the syntax") from None
+        return cls.from_dict(values or {}, source=str(path))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"data": self.data.to_dict(), "model": self.model.to_dict(), "train": self.train.to_dict()}
+
+    def replace(self, section: str, **changes: Any) -> RunConfig:
+        """A copy with some settings of one section changed (validated)."""
+        try:
+            return dataclasses.replace(self, **{section: dataclasses.replace(getattr(self, section), **changes)})
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"{section}: {exc}") from None
+
+    def write_yaml(self, path: str | Path, command: str) -> None:
+        """Write atomically, with a header giving the command that runs it."""
+        body = yaml.safe_dump(self.to_dict(), sort_keys=False)
+        text = f"# mamba-tune run configuration. Run it with:\n#   {command}\n{body}"
+        write_text_atomic(path, text)
