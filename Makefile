@@ -15,11 +15,11 @@ $(STAMP): pyproject.toml Makefile
 	test -x $(PY) || python3 -m venv $(VENV)
 ifeq ($(HAS_NVIDIA),yes)
 	$(PY) -m pip install -q "torch>=2.4"
-	$(PY) -m pip install -q -e '.[dev,bench]'
+	$(PY) -m pip install -q -e '.[dev,bench,data]'
 	$(PY) -m pip install -q --no-build-isolation -e '.[cuda]'
 else
 	$(PY) -m pip install -q "torch==$(TORCH_VERSION)" $(TORCH_CPU_ARGS)
-	$(PY) -m pip install -q -e '.[dev,bench]'
+	$(PY) -m pip install -q -e '.[dev,bench,data]'
 	# mamba-ssm without its CUDA build: it installs but cannot import here, which the
 	# import-guard tests need to see.
 	MAMBA_SKIP_CUDA_BUILD=TRUE MAMBA_FORCE_BUILD=TRUE $(PY) -m pip install -q --no-build-isolation --no-deps mamba-ssm
@@ -27,8 +27,10 @@ endif
 	touch $@
 
 demo: $(STAMP)
-	$(VENV)/bin/mamba-tune model
-	$(PY) bench/model_throughput.py --repeats 3
+	rm -rf runs/demo
+	$(VENV)/bin/mamba-tune data synth --out runs/demo/bars.parquet --bars 6000
+	$(VENV)/bin/mamba-tune data check runs/demo/bars.parquet
+	$(VENV)/bin/mamba-tune train --data runs/demo/bars.parquet --config configs/demo.yaml --out runs/demo/train
 
 test: $(STAMP)
 	$(PY) -m pytest -q
@@ -38,6 +40,8 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) bench/model_throughput.py
+	$(PY) bench/train_epoch.py
+	$(PY) bench/data_pipeline.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

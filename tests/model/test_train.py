@@ -1,0 +1,186 @@
+"""The training loop: AdamW groups, decoupled decay, schedule, E0, NaN stop, exact resume."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+import torch
+
+from model import train as train_module
+from model.checkpoint import load_checkpoint
+from model.config import ModelConfig
+from model.data import DataConfig, load_dataset
+from model.forecaster import Forecaster
+from model.schedule import lr_factor
+from model.synth import synth_bars
+from model.train import TrainConfig, evaluate, fit, weight_decay_groups
+
+SMALL_MODEL = ModelConfig(d_model=32, n_layers=2, d_state=16, headdim=16, chunk_size=16)
+FAST = TrainConfig(epochs=2, batch_size=64, lr=3e-3, weight_decay=0.01, warmup_fraction=0.1)
+
+
+@pytest.fixture(scope="module")
+def small_data(tmp_path_factory):
+    path = tmp_path_factory.mktemp("bars") / "bars.parquet"
+    pq.write_table(synth_bars(1500, seed=3), path)
+    return load_dataset(path, DataConfig(window=32, horizon=6))
+
+
+def test_weight_decay_groups_exempt_biases_norms_and_flagged_parameters():
+    model = Forecaster(ModelConfig(n_features=8, d_model=32, n_layers=2, d_state=8, headdim=8))
+    decay, no_decay = weight_decay_groups(model, 0.1)
+    names = {id(p): n for n, p in model.named_parameters()}
+    decayed = {names[id(p)] for p in decay["params"]}
+    assert decay["weight_decay"] == 0.1 and no_decay["weight_decay"] == 0.0
+    assert decayed == {"embed.weight", "head.weight"} | {
+        f"layers.{i}.mixer.{n}" for i in range(2) for n in ("in_proj.weight", "conv1d.weight", "out_proj.weight")}
+    assert len(decay["params"]) + len(no_decay["params"]) == len(list(model.parameters()))
+
+
+def test_adamw_decay_is_decoupled_from_the_gradient():
+    """A step with zero gradient shrinks decayed weights by exactly lr*wd, leaves the rest."""
+    torch.manual_seed(0)
+    model = Forecaster(ModelConfig(n_features=8, d_model=32, n_layers=1, d_state=8, headdim=8))
+    lr, wd = 0.01, 0.1
+    optimizer = torch.optim.AdamW(weight_decay_groups(model, wd), lr=lr)
+    decay, no_decay = (group["params"] for group in optimizer.param_groups)
+    before = [p.detach().clone() for p in decay + no_decay]
+    for p in model.parameters():
+        p.grad = torch.zeros_like(p)
+    optimizer.step()
+    for p, old in zip(decay, before[: len(decay)], strict=True):
+        torch.testing.assert_close(p.detach(), old * (1 - lr * wd), rtol=1e-6, atol=0)
+    for p, old in zip(no_decay, before[len(decay):], strict=True):
+        torch.testing.assert_close(p.detach(), old, rtol=0, atol=0)
+
+
+def test_lr_factor_warms_up_linearly_then_follows_the_cosine():
+    total, warmup, floor = 101, 10, 0.1
+    assert lr_factor(0, total, warmup, floor) == pytest.approx(0.1)
+    assert lr_factor(4, total, warmup, floor) == pytest.approx(0.5)
+    assert lr_factor(9, total, warmup, floor) == pytest.approx(1.0)
+    assert lr_factor(10, total, warmup, floor) == pytest.approx(1.0)
+    middle = warmup + (total - warmup - 1) // 2
+    assert lr_factor(middle, total, warmup, floor) == pytest.approx((1 + floor) / 2)
+    assert lr_factor(total - 1, total, warmup, floor) == pytest.approx(floor)
+    factors = [lr_factor(s, total, warmup, floor) for s in range(warmup, total)]
+    assert all(a >= b for a, b in zip(factors, factors[1:], strict=False))
+
+
+def test_fit_evaluates_epoch_zero_before_any_step(small_data):
+    reports = []
+    fit(TrainConfig(epochs=1, batch_size=64), SMALL_MODEL, small_data, report=lambda m, c: reports.append(m))
+    assert [m["epoch"] for m in reports] == [0, 1]
+    torch.manual_seed(0)
+    untrained = Forecaster(ModelConfig(**{**SMALL_MODEL.to_dict(), "n_features": 8, "A_init_range": (1.0, 16.0),
+                                          "dt_limit": (0.0, math.inf)}))
+    expected = evaluate(untrained, small_data, small_data.val_index, 64, torch.device("cpu"))
+    assert reports[0]["val_loss"] == pytest.approx(expected, rel=1e-6)
+    for key in ("train_loss", "val_loss", "best_val_loss", "best_epoch", "lr", "overfit_ratio", "improvement_over_e0",
+                "samples_per_s", "epoch_s", "peak_memory_mb", "baseline_mean", "baseline_persistence"):
+        assert key in reports[1], key
+    assert reports[1]["overfit_ratio"] == pytest.approx(reports[1]["val_loss"] / reports[1]["train_loss"])
+
+
+def test_fit_stops_at_a_non_finite_loss_with_status_nan(small_data, tmp_path, monkeypatch):
+    real_forward, calls = Forecaster.forward, {"n": 0}
+    batches_per_epoch = math.ceil(len(small_data.train_index) / 64)
+    eval_calls = math.ceil(len(small_data.train_index) / 64) + 2 * math.ceil(len(small_data.val_index) / 64)
+
+    def forward(self, features):
+        calls["n"] += 1
+        out = real_forward(self, features)
+        return out * math.nan if calls["n"] > eval_calls + batches_per_epoch + 3 else out  # 4th step of epoch 2
+
+    monkeypatch.setattr(Forecaster, "forward", forward)
+    reports = []
+    result = fit(TrainConfig(epochs=4, batch_size=64), SMALL_MODEL, small_data, checkpoint_dir=tmp_path,
+                 report=lambda m, c: reports.append(m))
+    assert (result.status, result.stop_epoch) == ("nan", 2)
+    assert [m["epoch"] for m in reports] == [0, 1]
+    saved = load_checkpoint(tmp_path / "last.pt")
+    assert saved["epoch"] == 1
+    assert all(torch.isfinite(t).all() for t in saved["model"].values())
+
+
+def test_fit_resumed_from_a_checkpoint_continues_exactly(small_data, tmp_path):
+    config = TrainConfig(epochs=3, batch_size=64, lr=3e-3)
+    straight = fit(config, SMALL_MODEL, small_data, checkpoint_dir=tmp_path / "straight")
+
+    class Interrupted(Exception):
+        pass
+
+    def stop_after_first_epoch(metrics, checkpoint):
+        if metrics["epoch"] == 1:
+            raise Interrupted
+
+    with pytest.raises(Interrupted):
+        fit(config, SMALL_MODEL, small_data, checkpoint_dir=tmp_path / "resumed", report=stop_after_first_epoch)
+    resumed = fit(config, SMALL_MODEL, small_data, checkpoint_dir=tmp_path / "resumed", resume=True)
+    assert [m["epoch"] for m in resumed.history] == [0, 1, 2, 3]
+    for a, b in zip(straight.history, resumed.history, strict=True):
+        assert (a["train_loss"], a["val_loss"], a["lr"]) == (b["train_loss"], b["val_loss"], b["lr"])
+
+
+def test_fit_refuses_to_resume_with_another_model(small_data, tmp_path):
+    fit(TrainConfig(epochs=1, batch_size=64), SMALL_MODEL, small_data, checkpoint_dir=tmp_path)
+    other = ModelConfig(**{**SMALL_MODEL.to_dict(), "n_layers": 1, "A_init_range": (1.0, 16.0),
+                           "dt_limit": (0.0, math.inf)})
+    with pytest.raises(ValueError, match="was trained with another model configuration"):
+        fit(TrainConfig(epochs=2, batch_size=64), other, small_data, checkpoint_dir=tmp_path, resume=True)
+
+
+def test_fit_micro_batches_give_the_same_training(small_data):
+    whole = fit(TrainConfig(epochs=1, batch_size=64, micro_batch_size=64), SMALL_MODEL, small_data)
+    split = fit(TrainConfig(epochs=1, batch_size=64, micro_batch_size=16), SMALL_MODEL, small_data)
+    torch.testing.assert_close(torch.tensor(split.history[-1]["val_loss"]),
+                               torch.tensor(whole.history[-1]["val_loss"]), rtol=1e-4, atol=0)
+
+
+def test_fit_is_deterministic_on_cpu(small_data):
+    first = fit(FAST, SMALL_MODEL, small_data)
+    second = fit(FAST, SMALL_MODEL, small_data)
+    assert [m["val_loss"] for m in first.history] == [m["val_loss"] for m in second.history]
+
+
+def test_fit_short_run_on_synthetic_bars_beats_persistence(tmp_path):
+    path = tmp_path / "bars.parquet"
+    pq.write_table(synth_bars(8000, seed=0), path)
+    data = load_dataset(path, DataConfig(window=64, horizon=12))
+    result = fit(TrainConfig(epochs=3, batch_size=128, lr=3e-3, weight_decay=0.01), SMALL_MODEL, data)
+    assert result.status == "completed"
+    assert result.best_epoch > 0
+    assert result.best_val_loss < data.baselines["persistence"] < data.baselines["mean"]
+
+
+@pytest.mark.parametrize(
+    ("values", "match"),
+    [
+        ({"epochs": 0}, r"epochs must be a positive integer, got 0"),
+        ({"lr": -1.0}, r"lr must be in \(0, 1\), got -1.0"),
+        ({"weight_decay": 1.5}, r"weight_decay must be in \[0, 1\), got 1.5"),
+        ({"batch_size": 2.5}, r"batch_size must be a positive integer, got 2.5"),
+        ({"warmup_fraction": 1.0}, r"warmup_fraction must be in \[0, 1\), got 1.0"),
+        ({"device": "tpu"}, r"device must be one of auto, cpu, cuda, got 'tpu'"),
+        ({"betas": (0.9, 1.0)}, r"betas must be two numbers in \[0, 1\)"),
+    ],
+)
+def test_train_config_rejects_invalid_values(values, match):
+    with pytest.raises(ValueError, match=match):
+        TrainConfig(**values)
+
+
+def test_train_config_from_dict_rejects_unknown_key():
+    with pytest.raises(ValueError, match=r"unknown train setting 'learning_rate'; allowed: epochs, batch_size, lr"):
+        TrainConfig.from_dict({"learning_rate": 0.1})
+
+
+def test_resolve_device_refuses_cuda_without_a_gpu():
+    if torch.cuda.is_available():
+        assert train_module.resolve_device("cuda").type == "cuda"
+    else:
+        with pytest.raises(ValueError, match="no CUDA GPU is available"):
+            train_module.resolve_device("cuda")

@@ -1,0 +1,98 @@
+"""`mamba-tune train` end to end: files in --out, resume, and one-line errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from tests.tuning.conftest import assert_one_line_error
+from tuning.run_config import RunConfig
+
+SMALL = {
+    "data": {"window": 32, "horizon": 6},
+    "model": {"d_model": 32, "n_layers": 2, "d_state": 16, "headdim": 16, "chunk_size": 16},
+    "train": {"epochs": 2, "batch_size": 64, "lr": 0.003},
+}
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory):
+    """A folder with bars.parquet and small.yaml, made through the CLI."""
+    import subprocess
+    import sys
+
+    from tests.tuning.conftest import ROOT
+
+    folder = tmp_path_factory.mktemp("train")
+    subprocess.run([sys.executable, "-m", "tuning.cli", "data", "synth", "--out", str(folder / "bars.parquet"),
+                    "--bars", "1500"], check=True, cwd=ROOT, capture_output=True)
+    (folder / "small.yaml").write_text(yaml.safe_dump(SMALL))
+    return folder
+
+
+def test_cli_train_writes_config_metrics_and_checkpoints(run_cli, workspace):
+    out = workspace / "run"
+    done = run_cli("train", "--data", workspace / "bars.parquet", "--config", workspace / "small.yaml", "--out", out)
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["best.pt", "config.yaml", "last.pt", "metrics.json"]
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert [m["epoch"] for m in metrics] == [0, 1, 2]
+    saved = RunConfig.from_yaml(out / "config.yaml")
+    assert saved == RunConfig.from_dict(SMALL)
+    assert (out / "config.yaml").read_text().startswith("# mamba-tune run configuration. Run it with:\n#   mamba-tune train")
+    for label in ("status         completed at epoch 2", "best val loss", "vs baselines   persistence", "overfit ratio"):
+        assert label in done.stdout
+    assert "epoch   0/2" in done.stdout and "before training (E0)" in done.stdout
+
+
+def test_cli_train_never_overwrites_a_run_and_resumes_it(run_cli, workspace):
+    out = workspace / "kept"
+    args = ("train", "--data", workspace / "bars.parquet", "--config", workspace / "small.yaml", "--out", out)
+    assert run_cli(*args).returncode == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert_one_line_error(run_cli(*args), f"{out} already holds a training run, which is never overwritten")
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert_one_line_error(run_cli(*args, "--resume"), "--resume continues the run exactly as configured")
+    done = run_cli("train", "--data", workspace / "bars.parquet", "--out", out, "--resume")
+    assert done.returncode == 0, done.stderr  # already complete: nothing more to train
+    assert json.loads((out / "metrics.json").read_text()) == json.loads(before["metrics.json"])
+
+
+def test_cli_train_overrides_apply_and_are_validated(run_cli, workspace):
+    out = workspace / "override"
+    done = run_cli("train", "--data", workspace / "bars.parquet", "--config", workspace / "small.yaml",
+                   "--epochs", "1", "--lr", "0.001", "--batch-size", "128", "--out", out)
+    assert done.returncode == 0, done.stderr
+    saved = RunConfig.from_yaml(out / "config.yaml").train
+    assert (saved.epochs, saved.lr, saved.batch_size) == (1, 0.001, 128)
+
+
+@pytest.mark.parametrize(
+    ("extra", "config_text", "match"),
+    [
+        (["--lr", "-1"], None, "train: lr must be in (0, 1), got -1.0"),
+        (["--batch-size", "0"], None, "train: batch_size must be a positive integer, got 0"),
+        ([], "data: {window: 32\n", "{config}: invalid YAML at line 2"),
+        ([], "model: {d_modle: 32}\n", "{config}: model: unknown model setting 'd_modle'; allowed:"),
+        ([], "optimizer: {}\n", "{config}: unknown section 'optimizer'; allowed: data, model, train"),
+        ([], "model: {headdim: 48}\n", "{config}: model: headdim must divide expand*d_model"),
+        ([], "data: {window: 5000}\n", "{data}: 1500 bars are too few"),
+        (["--resume"], None, "{out} holds no checkpoint (last.pt) to resume"),
+    ],
+)
+def test_cli_train_bad_input_is_one_line_exit_2(run_cli, workspace, tmp_path, extra, config_text, match):
+    config = tmp_path / "c.yaml"
+    config.write_text(config_text or yaml.safe_dump(SMALL))
+    out = tmp_path / "out"
+    args = ["train", "--data", workspace / "bars.parquet", "--out", out, *extra]
+    if "--resume" not in extra:
+        args += ["--config", config]
+    done = run_cli(*args)
+    assert_one_line_error(done, match.format(config=config, data=workspace / "bars.parquet", out=out))
+
+
+def test_cli_train_missing_data_file_is_one_line_exit_2(run_cli, tmp_path):
+    assert_one_line_error(run_cli("train", "--data", tmp_path / "nope.parquet", "--out", tmp_path / "o"),
+                          f"{tmp_path / 'nope.parquet'}: no such file")
