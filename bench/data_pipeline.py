@@ -71,7 +71,7 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as folder:
         path = str(Path(folder) / "bars.parquet")
-        pq.write_table(synth_bars(args.bars, seed=0), path)
+        pq.write_table(synth_bars(args.bars, seed=0, bars_per_day=276), path)  # 10M bars fit before 2262
         raw_bytes = args.bars * 6 * 8
         ours = run(OURS.format(root=str(ROOT), path=path))
         baseline = None if args.skip_baseline else run(BASELINE.format(path=path))

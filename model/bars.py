@@ -71,8 +71,8 @@ def _read_schema(path: Path) -> pa.Schema:
     try:
         return pq.read_schema(path)
     except (pa.ArrowException, OSError) as exc:
-        raise DataError(f"{path}: not a Parquet file ({_first_line(exc)}); convert it to Parquet "
-                        "(e.g. pyarrow.parquet.write_table)") from None
+        raise DataError(f"{path}: not a Parquet file, or a truncated one ({_first_line(exc)}); write it as "
+                        "Parquet again (e.g. pyarrow.parquet.write_table)") from None
 
 
 def _resolve_columns(path: Path, schema: pa.Schema, columns: dict[str, str]) -> dict[str, str]:
@@ -91,6 +91,11 @@ def _resolve_columns(path: Path, schema: pa.Schema, columns: dict[str, str]) -> 
                             f"{', '.join(schema.names) or 'no columns'}; rename it or map it, e.g. "
                             f"--column {field}=<name>")
         resolved[field] = name
+    shared = [name for name in set(resolved.values()) if list(resolved.values()).count(name) > 1]
+    if shared:
+        fields = [f for f, name in resolved.items() if name == shared[0]]
+        raise DataError(f"{path}: fields {' and '.join(fields)} both map to column {shared[0]!r}, each field needs "
+                        "its own column; fix the --column mapping")
     return resolved
 
 
@@ -103,19 +108,47 @@ def _column(path: Path, table: pa.Table, field: str, name: str) -> np.ndarray:
                         "fields; drop or fill that row")
     kind = column.type
     if field == "timestamp":
-        if pa.types.is_timestamp(kind):
-            column = column.cast(pa.timestamp("ns", tz=kind.tz))
-            return column.view(pa.int64()).to_numpy(zero_copy_only=False)
-        if pa.types.is_date(kind):
-            return column.cast(pa.timestamp("ns")).view(pa.int64()).to_numpy(zero_copy_only=False)
-        if pa.types.is_integer(kind):
-            return column.cast(pa.int64()).to_numpy(zero_copy_only=False)
-        raise DataError(f"{path}: column {name!r} (timestamp) has type {kind}, it must be a timestamp, "
-                        "date or integer epoch nanoseconds; convert it")
+        return _timestamp_ns(path, name, column)
     if not (pa.types.is_floating(kind) or pa.types.is_integer(kind) or pa.types.is_decimal(kind)):
         raise DataError(f"{path}: column {name!r} ({field}) has type {kind}, it must be numeric; "
                         "convert it to float")
     return column.cast(pa.float64()).to_numpy(zero_copy_only=False)
+
+
+def _timestamp_ns(path: Path, name: str, column: pa.Array) -> np.ndarray:
+    """A timestamp, date or integer column as int64 nanoseconds since the epoch."""
+    kind = column.type
+    if pa.types.is_timestamp(kind):
+        target = pa.timestamp("ns", tz=kind.tz)
+    elif pa.types.is_date(kind):
+        target = pa.timestamp("ns")
+    elif pa.types.is_integer(kind):
+        target = pa.int64()
+    else:
+        raise DataError(f"{path}: column {name!r} (timestamp) has type {kind}, it must be a timestamp, "
+                        "date or integer epoch nanoseconds; convert it")
+    try:
+        converted = column.cast(target)
+    except pa.ArrowInvalid:
+        raise DataError(f"{path}: column {name!r} at row {_first_out_of_range(column)} is outside the range of "
+                        "nanosecond timestamps (years 1677-2262), timestamps must fit; fix or drop that row") from None
+    return converted.view(pa.int64()).to_numpy(zero_copy_only=False) if pa.types.is_timestamp(target) \
+        else converted.to_numpy(zero_copy_only=False)
+
+
+def _first_out_of_range(column: pa.Array) -> int:
+    """Row of the first value that int64 nanoseconds cannot hold."""
+    kind = column.type
+    if pa.types.is_integer(kind):
+        values = column.cast(pa.float64()).to_numpy(zero_copy_only=False)
+        return int(np.argmax(np.abs(values) >= 2.0**63))
+    if pa.types.is_timestamp(kind):
+        ns_per_unit = {"s": 10**9, "ms": 10**6, "us": 10**3, "ns": 1}[kind.unit]
+        raw = column.view(pa.int64()).to_numpy(zero_copy_only=False)
+    else:  # date32 counts days, date64 milliseconds
+        ns_per_unit = 86_400 * 10**9 if pa.types.is_date32(kind) else 10**6
+        raw = column.view(pa.int32() if pa.types.is_date32(kind) else pa.int64()).to_numpy(zero_copy_only=False)
+    return int(np.argmax(np.abs(raw.astype(np.float64)) * ns_per_unit >= 2.0**63))
 
 
 def _validate(bars: Bars) -> None:

@@ -1,9 +1,10 @@
 """Synthetic ES-like futures bars: 5-minute bars, deterministic from a seed.
 
-What makes them ES-like: a price level near 5000 on a 0.25 tick; volatility clustering
-(log-volatility follows an AR(1), so calm and busy stretches persist); a U-shaped
-intraday profile of volatility and volume (busy open and close, quiet midday); fat-tailed
-returns (Student-t, 4 degrees of freedom); sessions of 120 bars on weekdays only.
+What makes them ES-like: a price level near 5000 on a 0.25 tick; returns of about 6 bp
+per bar; volatility clustering (log-volatility follows a persistent AR(1) with a spread of
+0.4, so calm and busy stretches last); a U-shaped intraday profile of volatility and
+volume (busy open and close, quiet midday); fat-tailed returns (Student-t, 4 degrees of
+freedom); overnight gaps; sessions of 120 bars (10 hours; up to 288) on weekdays only.
 """
 
 from __future__ import annotations
@@ -19,20 +20,27 @@ _DAY_NS = 86_400 * 10**9
 _START_NS = 1_704_067_200 * 10**9  # 2024-01-01 00:00 UTC, a Monday
 
 
-def synth_bars(n_bars: int = 21_600, seed: int = 0, price: float = 5000.0) -> pa.Table:
+def synth_bars(n_bars: int = 21_600, seed: int = 0, price: float = 5000.0,
+               bars_per_day: int = BARS_PER_DAY) -> pa.Table:
     """A table of n_bars bars: timestamp (ns, UTC), open, high, low, close, volume."""
     if n_bars < 1:
         raise ValueError(f"n_bars must be at least 1, got {n_bars}")
+    if not 1 <= bars_per_day <= 288:
+        raise ValueError(f"bars_per_day must be between 1 and 288 (24 hours of 5-minute bars), got {bars_per_day}")
+    last_day = (n_bars - 1) // bars_per_day
+    if _START_NS + (last_day // 5 * 7 + 6) * _DAY_NS > np.iinfo(np.int64).max:
+        raise ValueError(f"{n_bars:,} bars at {bars_per_day} a day run past 2262, the end of nanosecond "
+                         "timestamps; use more bars per day (e.g. 276, ES's 23-hour session)")
     rng = np.random.default_rng(seed)
-    slot = np.arange(n_bars) % BARS_PER_DAY  # position in the session
-    profile = _intraday_profile(slot)  # (n,) around 1, U-shaped
+    slot = np.arange(n_bars) % bars_per_day  # position in the session
+    profile = _intraday_profile(slot, bars_per_day)  # (n,) around 1, U-shaped
 
-    # Volatility: a persistent log-volatility around 1.2 bp per 5-minute bar, shaped by the session.
-    log_vol = _ar1(rng.standard_normal(n_bars) * 0.12, phi=0.995)
-    sigma = 1.2e-4 * 1.5 * np.exp(log_vol) * profile  # per-bar return std
+    # Volatility: log-volatility AR(1) (stationary sd 0.04 / sqrt(1 - 0.995^2) = 0.4), about 6 bp a bar.
+    log_vol = _ar1(rng.standard_normal(n_bars) * 0.04, phi=0.995)
+    sigma = 6e-4 * np.exp(log_vol - 0.08) * profile  # per-bar return std (exp(-0.08) undoes E[exp(log_vol)])
     shocks = rng.standard_t(4, n_bars) / np.sqrt(2.0)  # unit variance, fat tails
     returns = sigma * shocks
-    overnight = (slot == 0) * rng.standard_normal(n_bars) * 8e-4  # gaps between sessions
+    overnight = (slot == 0) * rng.standard_normal(n_bars) * 4e-3  # gaps between sessions
     log_close = np.log(price) + np.cumsum(returns + overnight)
     close = _to_tick(np.exp(log_close))
     open_ = np.empty(n_bars)
@@ -45,14 +53,14 @@ def synth_bars(n_bars: int = 21_600, seed: int = 0, price: float = 5000.0) -> pa
 
     volume = np.round(900 * profile**1.5 * np.exp(0.35 * rng.standard_normal(n_bars)) * (1 + 2 * np.abs(shocks)))
     return pa.table({
-        "timestamp": pa.array(_timestamps(n_bars), type=pa.timestamp("ns", tz="UTC")),
+        "timestamp": pa.array(_timestamps(n_bars, bars_per_day), type=pa.timestamp("ns", tz="UTC")),
         "open": open_, "high": high, "low": low, "close": close, "volume": volume.astype(np.int64),
     })
 
 
-def _intraday_profile(slot: np.ndarray) -> np.ndarray:
+def _intraday_profile(slot: np.ndarray, bars_per_day: int) -> np.ndarray:
     """U shape over the session: about 1.8 at the open and close, 0.7 at midday."""
-    x = slot / (BARS_PER_DAY - 1) * 2 - 1  # -1 at the open, +1 at the close
+    x = slot / max(bars_per_day - 1, 1) * 2 - 1  # -1 at the open, +1 at the close
     return 0.7 + 1.1 * x**4
 
 
@@ -73,9 +81,9 @@ def _to_tick(prices: np.ndarray) -> np.ndarray:
     return np.maximum(np.round(prices / TICK) * TICK, TICK)
 
 
-def _timestamps(n_bars: int) -> np.ndarray:
+def _timestamps(n_bars: int, bars_per_day: int) -> np.ndarray:
     """Session bars on weekdays from 2024-01-01: int64 ns."""
-    day, slot = np.divmod(np.arange(n_bars), BARS_PER_DAY)
+    day, slot = np.divmod(np.arange(n_bars), bars_per_day)
     week, weekday = np.divmod(day, 5)
     calendar_day = week * 7 + weekday
     return _START_NS + calendar_day * _DAY_NS + SESSION_OPEN_NS + slot * BAR_NS

@@ -24,6 +24,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     synth.add_argument("--out", required=True, type=Path, help="Parquet file to write")
     synth.add_argument("--bars", type=int, default=21_600, help="number of bars (default 21600: 180 days)")
     synth.add_argument("--seed", type=int, default=0, help="random seed; the same seed gives the same file")
+    synth.add_argument("--bars-per-day", type=int, default=120,
+                       help="bars per session (default 120: 10 hours of 5-minute bars; 276 for ES's 23 hours)")
     synth.add_argument("--force", action="store_true", help="overwrite --out if it exists")
     synth.set_defaults(run=cmd_synth)
     sp500 = sub.add_parser("sp500", help="real S&P 500 daily bars 1999-2018, as shipped by the arch package")
@@ -38,10 +40,11 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
 
 
 def cmd_synth(args: argparse.Namespace) -> int:
-    if args.bars < 1:
-        raise UsageError(f"--bars must be at least 1, got {args.bars}; pass a positive count")
     _refuse_overwrite(args.out, args.force)
-    table = synth_bars(args.bars, seed=args.seed)
+    try:
+        table = synth_bars(args.bars, seed=args.seed, bars_per_day=args.bars_per_day)
+    except ValueError as exc:
+        raise UsageError(f"--bars/--bars-per-day: {exc}") from None
     _write_parquet(table, args.out)
     print(f"wrote {table.num_rows:,} synthetic bars (seed {args.seed}) to {args.out}")
     return 0

@@ -77,7 +77,7 @@ def test_read_bars_directory(tmp_path):
 def test_read_bars_not_parquet(tmp_path):
     path = tmp_path / "bars.csv"
     path.write_text("timestamp,open,high,low,close,volume\n1,2,3,1,2,10\n")
-    fails(path, r"not a Parquet file \(.+\); convert it to Parquet")
+    fails(path, r"not a Parquet file, or a truncated one \(.+\); write it as Parquet again")
 
 
 def test_read_bars_truncated_file(tmp_path):
@@ -85,7 +85,7 @@ def test_read_bars_truncated_file(tmp_path):
     data = path.read_bytes()
     path.write_bytes(data[: len(data) // 2])
     # The footer (schema) is gone, so this is reported by the schema read, not as "damaged or truncated".
-    fails(path, r"not a Parquet file \(.*magic bytes.*\); convert it to Parquet")
+    fails(path, r"not a Parquet file, or a truncated one \(.*magic bytes.*\); write it as Parquet again")
 
 
 def test_read_bars_damaged_data_with_intact_footer(tmp_path):
@@ -154,6 +154,14 @@ def test_read_bars_negative_volume(tmp_path):
 def test_read_bars_high_below_low(tmp_path):
     low = bar_columns()["low"][ROW]
     fails(bad_file(tmp_path, high=(ROW, low - 0.25)), rf"column 'high' at row {ROW} is below low, high must be >= low")
+
+
+def test_read_bars_accepts_a_flat_bar(tmp_path):
+    columns = bar_columns()
+    for name in ("open", "high", "low"):
+        columns[name][ROW] = columns["close"][ROW]
+    bars = read_bars(write_bars(tmp_path / "bars.parquet", columns))
+    assert bars.high[ROW] == bars.low[ROW] == bars.open[ROW] == bars.close[ROW]
 
 
 def test_read_bars_open_above_high(tmp_path):
@@ -266,3 +274,19 @@ def test_read_bars_decimal_prices_become_float64(tmp_path):
     bars = read_bars(path)
     assert bars.close.dtype == np.float64
     torch.testing.assert_close(torch.from_numpy(bars.close.copy()), torch.from_numpy(columns["close"]), rtol=0, atol=0)
+
+
+def test_read_bars_two_fields_mapped_to_one_column(tmp_path):
+    path = write_bars(tmp_path / "bars.parquet", bar_columns())
+    with pytest.raises(DataError, match=r"fields open and close both map to column 'close', each field needs its own"):
+        read_bars(path, {"open": "close"})
+
+
+def test_read_bars_timestamp_beyond_nanosecond_range(tmp_path):
+    columns = bar_columns()
+    stamps = (columns["timestamp"] // 1000).astype("int64")  # microseconds
+    stamps[ROW] = 253_402_214_400_000_000  # 9999-12-31, a placeholder date
+    columns["timestamp"] = stamps
+    path = write_bars(tmp_path / "bars.parquet", columns, types={"timestamp": pa.timestamp("us", tz="UTC")})
+    with pytest.raises(DataError, match=rf"column 'timestamp' at row {ROW} is outside the range of nanosecond"):
+        read_bars(path)
