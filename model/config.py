@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any
+
+from model.settings import known_settings, plain_values, require_positive_ints
 
 BACKENDS = ("auto", "torch", "mamba_ssm")
 
@@ -38,11 +39,8 @@ class ModelConfig:
     backend: str = "auto"  # "auto" | "torch" | "mamba_ssm" (fused CUDA kernels)
 
     def __post_init__(self) -> None:
-        for name in ("n_features", "n_targets", "d_model", "n_layers", "d_state", "expand", "headdim",
-                     "ngroups", "chunk_size"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        require_positive_ints(self, ("n_features", "n_targets", "d_model", "n_layers", "d_state", "expand",
+                                     "headdim", "ngroups", "chunk_size"))
         if not isinstance(self.d_conv, int) or not 2 <= self.d_conv <= 4:
             raise ValueError(f"d_conv must be 2, 3 or 4 (the widths causal-conv1d supports), got {self.d_conv!r}")
         d_inner = self.expand * self.d_model
@@ -82,13 +80,10 @@ class ModelConfig:
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> ModelConfig:
         """Build from plain values (YAML, Ray); an unknown key names itself and the allowed ones."""
-        allowed = [f.name for f in dataclasses.fields(cls)]
-        unknown = sorted(set(values) - set(allowed))
-        if unknown:
-            raise ValueError(f"unknown model setting {unknown[0]!r}; allowed: {', '.join(allowed)}")
+        values = known_settings(cls, values, "model")
         fixed = {k: tuple(v) if k in ("A_init_range", "dt_limit") else v for k, v in values.items()}
         return cls(**fixed)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain values, the inverse of `from_dict`."""
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
+        return plain_values(self)

@@ -14,6 +14,7 @@ plain numpy, so several trials share one copy (Ray's object store maps them).
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ import torch
 
 from model.bars import DataError, read_bars
 from model.features import FEATURE_NAMES, TARGETS, bar_features, target_and_persistence
+from model.settings import known_settings, require_positive_ints
 
 _STD_FLOOR = 1e-8  # a constant feature (time of day on daily bars) is centred, not blown up
 
@@ -39,10 +41,7 @@ class DataConfig:
     columns: dict[str, str] = field(default_factory=dict)  # our field -> the file's column, e.g. ts_event
 
     def __post_init__(self) -> None:
-        for name in ("window", "horizon", "min_val_samples"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        require_positive_ints(self, ("window", "horizon", "min_val_samples"))
         if self.target not in TARGETS:
             raise ValueError(f"target must be one of {', '.join(TARGETS)}, got {self.target!r}")
         if not 0 < self.val_fraction < 1:
@@ -50,11 +49,7 @@ class DataConfig:
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> DataConfig:
-        allowed = [f.name for f in dataclasses.fields(cls)]
-        unknown = sorted(set(values) - set(allowed))
-        if unknown:
-            raise ValueError(f"unknown data setting {unknown[0]!r}; allowed: {', '.join(allowed)}")
-        return cls(**values)
+        return cls(**known_settings(cls, values, "data"))
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -101,9 +96,12 @@ class Dataset:
     def batch(self, index: np.ndarray | torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Samples ending at bars `index` (batch,) -> inputs (batch, window, n_features), targets (batch, 1)."""
         index = torch.as_tensor(index, dtype=torch.int64)
-        windows = torch.from_numpy(self.features).unfold(0, self.window, 1).transpose(1, 2)  # (n_win, w, f) view
+        with warnings.catch_warnings():  # arrays from Ray's object store are read-only; nothing here writes
+            warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+            features, targets = torch.from_numpy(self.features), torch.from_numpy(self.targets)
+        windows = features.unfold(0, self.window, 1).transpose(1, 2)  # (n_windows, window, n_features), a view
         inputs = windows[index - (self.window - 1)]  # the only copy: the batch itself
-        return inputs, torch.from_numpy(self.targets)[index].unsqueeze(-1)
+        return inputs, targets[index].unsqueeze(-1)
 
 
 def load_dataset(path: str | Path, config: DataConfig = DataConfig()) -> Dataset:

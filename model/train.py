@@ -26,6 +26,7 @@ from model.data import Dataset
 from model.forecaster import Forecaster
 from model.norm import GatedRMSNorm
 from model.schedule import lr_factor
+from model.settings import known_settings, plain_values, require_positive_ints
 
 Report = Callable[[dict[str, Any], Path | None], None]
 Progress = Callable[[int, int, int], None]
@@ -51,12 +52,8 @@ class TrainConfig:
     eval_batch_size: int | None = None  # None: 64 on CPU, 1024 on GPU
 
     def __post_init__(self) -> None:
-        for name in ("epochs", "batch_size", "micro_batch_size", "eval_batch_size"):
-            value = getattr(self, name)
-            if value is None and name in ("micro_batch_size", "eval_batch_size"):
-                continue
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        require_positive_ints(self, ("epochs", "batch_size", "micro_batch_size", "eval_batch_size"),
+                              optional=("micro_batch_size", "eval_batch_size"))
         if not (isinstance(self.lr, (int, float)) and 0 < self.lr < 1):
             raise ValueError(f"lr must be in (0, 1), got {self.lr!r}")
         if not (isinstance(self.weight_decay, (int, float)) and 0 <= self.weight_decay < 1):
@@ -74,14 +71,11 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> TrainConfig:
-        allowed = [f.name for f in dataclasses.fields(cls)]
-        unknown = sorted(set(values) - set(allowed))
-        if unknown:
-            raise ValueError(f"unknown train setting {unknown[0]!r}; allowed: {', '.join(allowed)}")
+        values = known_settings(cls, values, "train")
         return cls(**{k: tuple(v) if k == "betas" else v for k, v in values.items()})
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
+        return plain_values(self)
 
 
 @dataclass

@@ -18,8 +18,7 @@ from tuning.errors import UsageError
 from tuning.files import write_text_atomic
 from tuning.run_config import RunConfig
 
-OVERRIDES = {"epochs": "epochs", "lr": "lr", "weight_decay": "weight_decay", "batch_size": "batch_size",
-             "device": "device"}
+OVERRIDES = ("epochs", "lr", "weight_decay", "batch_size", "device")  # flags that set train settings
 
 
 def add_command(commands: argparse._SubParsersAction) -> None:
@@ -73,7 +72,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 def _run_config(args: argparse.Namespace) -> RunConfig:
     """The configuration: --out's own on --resume, else --config (or defaults) plus overrides."""
-    overrides = {name: getattr(args, flag) for flag, name in OVERRIDES.items() if getattr(args, flag) is not None}
+    overrides = {name: getattr(args, name) for name in OVERRIDES if getattr(args, name) is not None}
     if args.resume:
         if args.config or overrides:
             raise UsageError("--resume continues the run exactly as configured in --out/config.yaml, so it takes "

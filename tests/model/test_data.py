@@ -297,3 +297,22 @@ def test_load_dataset_centres_a_constant_feature_without_blowing_it_up(tmp_path)
     torch.testing.assert_close(as_tensor(ds.features[:, 6:]), torch.zeros(600, 2), rtol=0, atol=0)
     torch.testing.assert_close(as_tensor(ds.scaler.feature_std[6:]), torch.full((2,), 1e-8), rtol=1e-6, atol=0)
     assert (ds.scaler.feature_std[:6] > 1e-6).all()
+
+
+def test_dataset_shared_read_only_gives_the_same_batches(tmp_path):
+    """As several trials see it through Ray's object store: pickled, read-only, no copy."""
+    import pickle
+    import warnings
+
+    path = tmp_path / "bars.parquet"
+    pq.write_table(synth_bars(800, seed=2), path)
+    data = load_dataset(path, DataConfig(window=16, horizon=4))
+    shared = pickle.loads(pickle.dumps(data))
+    for array in (shared.features, shared.targets):
+        array.setflags(write=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        inputs, targets = shared.batch(shared.val_index[:5])
+    expected_inputs, expected_targets = data.batch(data.val_index[:5])
+    torch.testing.assert_close(inputs, expected_inputs, rtol=0, atol=0)
+    torch.testing.assert_close(targets, expected_targets, rtol=0, atol=0)
