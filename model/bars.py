@@ -49,14 +49,18 @@ def read_bars(path: str | Path, columns: dict[str, str] | None = None) -> Bars:
     """
     path = Path(path)
     mapping = _resolve_columns(path, _read_schema(path), columns or {})
-    try:
-        table = pq.read_table(path, columns=list(mapping.values()))
-    except (pa.ArrowException, OSError) as exc:
-        raise DataError(f"{path}: cannot read the Parquet data ({_first_line(exc)}), the file is damaged or "
-                        "truncated; write it again") from None
-    if table.num_rows == 0:
+    if pq.read_metadata(path).num_rows == 0:
         raise DataError(f"{path}: the file has no rows, bars are needed; point --data at a file with bars")
-    arrays = {field: _column(path, table, field, name) for field, name in mapping.items()}
+    arrays = {}
+    for field, name in mapping.items():  # a column at a time: only one Arrow copy is alive at once
+        try:
+            column = pq.read_table(path, columns=[name]).column(0)
+        except (pa.ArrowException, OSError) as exc:
+            raise DataError(f"{path}: cannot read column {name!r} ({_first_line(exc)}), the file is damaged; "
+                            "write it again") from None
+        arrays[field] = _column(path, column, field, name)
+        del column
+        pa.default_memory_pool().release_unused()  # Arrow's allocator keeps freed pages otherwise
     bars = Bars(path=str(path), **arrays)
     _validate(bars)
     return bars
@@ -99,9 +103,8 @@ def _resolve_columns(path: Path, schema: pa.Schema, columns: dict[str, str]) -> 
     return resolved
 
 
-def _column(path: Path, table: pa.Table, field: str, name: str) -> np.ndarray:
+def _column(path: Path, column: pa.ChunkedArray, field: str, name: str) -> np.ndarray:
     """One column as a numpy array: int64 ns for the timestamp, float64 for the rest."""
-    column = table.column(name).combine_chunks()
     if column.null_count:
         row = int(pc.index(pc.is_null(column), True).as_py())
         raise DataError(f"{path}: column {name!r} has a missing value at row {row}, every bar needs all "
@@ -112,10 +115,12 @@ def _column(path: Path, table: pa.Table, field: str, name: str) -> np.ndarray:
     if not (pa.types.is_floating(kind) or pa.types.is_integer(kind) or pa.types.is_decimal(kind)):
         raise DataError(f"{path}: column {name!r} ({field}) has type {kind}, it must be numeric; "
                         "convert it to float")
-    return column.cast(pa.float64()).to_numpy(zero_copy_only=False)
+    if pa.types.is_float64(kind):
+        return column.to_numpy()  # one copy, joining the chunks
+    return column.cast(pa.float64()).to_numpy()
 
 
-def _timestamp_ns(path: Path, name: str, column: pa.Array) -> np.ndarray:
+def _timestamp_ns(path: Path, name: str, column: pa.ChunkedArray) -> np.ndarray:
     """A timestamp, date or integer column as int64 nanoseconds since the epoch."""
     kind = column.type
     if pa.types.is_timestamp(kind):
@@ -132,12 +137,13 @@ def _timestamp_ns(path: Path, name: str, column: pa.Array) -> np.ndarray:
     except pa.ArrowInvalid:
         raise DataError(f"{path}: column {name!r} at row {_first_out_of_range(column)} is outside the range of "
                         "nanosecond timestamps (years 1677-2262), timestamps must fit; fix or drop that row") from None
-    return converted.view(pa.int64()).to_numpy(zero_copy_only=False) if pa.types.is_timestamp(target) \
-        else converted.to_numpy(zero_copy_only=False)
+    values = converted.to_numpy()
+    return values.view(np.int64) if values.dtype.kind == "M" else values.astype(np.int64, copy=False)
 
 
-def _first_out_of_range(column: pa.Array) -> int:
+def _first_out_of_range(column: pa.ChunkedArray) -> int:
     """Row of the first value that int64 nanoseconds cannot hold."""
+    column = column.combine_chunks()
     kind = column.type
     if pa.types.is_integer(kind):
         values = column.cast(pa.float64()).to_numpy(zero_copy_only=False)

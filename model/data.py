@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 import torch
 
 from model.bars import DataError, read_bars
@@ -108,8 +109,12 @@ def load_dataset(path: str | Path, config: DataConfig = DataConfig()) -> Dataset
     """Read, validate, featurise, split and scale; raises DataError on bad data."""
     bars = read_bars(path, config.columns)
     features = bar_features(bars)  # (n, f) float32, unscaled
-    target, persistence = target_and_persistence(bars, config.target, config.horizon)
-    n, w, h = len(bars), config.window, config.horizon
+    close = bars.close
+    del bars  # the other columns are done with: free them before the targets (10M bars: 400 MB)
+    pa.default_memory_pool().release_unused()  # they may live in Arrow's pool, which keeps freed pages
+    target, persistence = target_and_persistence(close, features[:, 1], config.target, config.horizon)
+    del close
+    n, w, h = len(features), config.window, config.horizon
 
     # Split: training samples end by s-1-h (their targets too); validation windows start at s.
     split = int(round(n * (1 - config.val_fraction)))
@@ -124,8 +129,9 @@ def load_dataset(path: str | Path, config: DataConfig = DataConfig()) -> Dataset
 
     # Scaling statistics from the training part alone: its input bars and its targets.
     train_rows = features[1:split - h]
-    feature_mean = train_rows.mean(axis=0, dtype=np.float64).astype(np.float32)
-    feature_std = np.maximum(train_rows.std(axis=0, dtype=np.float64), _STD_FLOOR).astype(np.float32)
+    feature_mean = np.array([train_rows[:, j].mean(dtype=np.float64) for j in range(features.shape[1])], np.float32)
+    feature_std = np.array([max(train_rows[:, j].std(dtype=np.float64), _STD_FLOOR)  # a column at a time: memory
+                            for j in range(features.shape[1])], dtype=np.float32)
     train_targets = target[train_index]
     scaler = Scaler(feature_mean, feature_std, float(train_targets.mean()), float(max(train_targets.std(), _STD_FLOOR)))
     features -= feature_mean

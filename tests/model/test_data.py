@@ -45,8 +45,9 @@ def raw(path, config=CONFIG):
 
 
 def bars_features_and_targets(bars, config):
-    target, persistence = target_and_persistence(bars, config.target, config.horizon)
-    return bar_features(bars), target, persistence
+    features = bar_features(bars)
+    target, persistence = target_and_persistence(bars.close, features[:, 1], config.target, config.horizon)
+    return features, target, persistence
 
 
 def test_load_dataset_shapes_and_dtypes(dataset):
