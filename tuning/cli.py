@@ -10,12 +10,10 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-import yaml
-
 from model.bars import DataError
 from tuning import cli_data, cli_train
 from tuning.errors import UsageError
-from tuning.run_config import ConfigError
+from tuning.yaml_io import ConfigError, parse_yaml
 
 
 class _Parser(argparse.ArgumentParser):
@@ -33,9 +31,9 @@ def _parse_overrides(pairs: Sequence[str]) -> dict[str, object]:
         if not sep or not key:
             raise UsageError(f"--set {pair!r} is not KEY=VALUE, e.g. --set d_model=64")
         try:
-            values[key.strip()] = yaml.safe_load(raw)
-        except yaml.YAMLError as exc:
-            raise UsageError(f"--set {pair!r}: the value is not valid YAML ({exc.problem})") from None
+            values[key.strip()] = parse_yaml(raw, f"--set {pair!r}")
+        except ConfigError as exc:
+            raise UsageError(str(exc).replace("invalid YAML", "the value is not valid YAML")) from None
     return values
 
 

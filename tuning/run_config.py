@@ -17,12 +17,11 @@ from model.config import ModelConfig
 from model.data import DataConfig
 from model.train import TrainConfig
 from tuning.files import write_text_atomic
+from tuning.yaml_io import ConfigError, read_yaml
+
+__all__ = ["ConfigError", "RunConfig", "SECTIONS"]
 
 SECTIONS = ("data", "model", "train")
-
-
-class ConfigError(ValueError):
-    """A configuration file or value that cannot be used: one line, with what to change."""
 
 
 @dataclass(frozen=True)
@@ -51,18 +50,7 @@ class RunConfig:
 
     @classmethod
     def from_yaml(cls, path: str | Path) -> RunConfig:
-        path = Path(path)
-        try:
-            text = path.read_text()
-        except OSError as exc:
-            raise ConfigError(f"{path}: cannot read the config ({exc.strerror}); check the path") from None
-        try:
-            values = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            where = f" at line {mark.line + 1}" if mark else ""
-            raise ConfigError(f"{path}: invalid YAML{where} ({getattr(exc, 'problem', exc)}); fix the syntax") from None
-        return cls.from_dict(values or {}, source=str(path))
+        return cls.from_dict(read_yaml(path, "config") or {}, source=str(path))
 
     def to_dict(self) -> dict[str, Any]:
         return {"data": self.data.to_dict(), "model": self.model.to_dict(), "train": self.train.to_dict()}

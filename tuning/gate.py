@@ -1,0 +1,58 @@
+"""The milestone gate: a trial whose val_loss at the gate epoch is not good enough stops there.
+
+Pure logic, no Ray: the sweep's scheduler asks `gate_decision` after every reported epoch.
+Thresholds, all in the loss's own (scaled) units, and all must hold when several are set:
+  threshold          val_loss <= threshold
+  ratio_to_baseline  val_loss <= ratio * the persistence baseline (1.0: must beat it)
+  ratio_to_e0        val_loss <= ratio * the trial's own epoch-0 loss (0.9: 10% better than
+                     initialisation; a trial still at its E0 loss learned nothing)
+A non-finite val_loss stops a trial at any epoch.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+STOP_REASONS = ("completed", "asha", "gate", "nan", "error")
+
+
+@dataclass(frozen=True)
+class GateConfig:
+    epoch: int = 15  # the milestone epoch (epoch 0 is the evaluation before training)
+    threshold: float | None = None
+    ratio_to_baseline: float | None = None
+    ratio_to_e0: float | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.epoch, int) or isinstance(self.epoch, bool) or self.epoch < 1:
+            raise ValueError(f"epoch must be a positive integer, got {self.epoch!r}")
+        for name in ("threshold", "ratio_to_baseline", "ratio_to_e0"):
+            value = getattr(self, name)
+            if value is not None and not (isinstance(value, (int, float)) and not isinstance(value, bool)
+                                          and value > 0 and math.isfinite(value)):
+                raise ValueError(f"{name} must be a positive number, got {value!r}")
+
+    def limit(self, e0_val_loss: float, baseline: float) -> float:
+        """The highest val_loss that passes the gate (inf when no threshold is set)."""
+        limits = [math.inf]
+        if self.threshold is not None:
+            limits.append(self.threshold)
+        if self.ratio_to_baseline is not None:
+            limits.append(self.ratio_to_baseline * baseline)
+        if self.ratio_to_e0 is not None:
+            limits.append(self.ratio_to_e0 * e0_val_loss)
+        return min(limits)
+
+
+def gate_decision(gate: GateConfig, epoch: int, val_loss: float, e0_val_loss: float, baseline: float) -> str | None:
+    """Why the trial must stop after this epoch ("nan" or "gate"), or None to let it go on.
+
+    epoch: the epoch just reported; val_loss: its validation loss; e0_val_loss: the
+    trial's loss before training; baseline: the persistence baseline's validation loss.
+    """
+    if not math.isfinite(val_loss):
+        return "nan"
+    if epoch == gate.epoch and val_loss > gate.limit(e0_val_loss, baseline):
+        return "gate"
+    return None

@@ -1,0 +1,184 @@
+"""A sweep's search space and settings, from a YAML file in search_spaces/, validated before Ray starts.
+
+Layout (search_spaces/default.yaml is the reference):
+  name, trials, seed
+  search:     learning_rate / weight_decay: {low, high, log}; batch_size: {choices: [...]}
+  initial:    configurations evaluated first, e.g. the original system's
+  scheduler:  ASHA on the epoch: max_epochs, grace_period, reduction_factor
+  gate:       the milestone gate (tuning/gate.py): epoch, threshold / ratio_to_baseline / ratio_to_e0
+  resources:  workers, cpus_per_worker, gpus_per_trial (a fraction packs trials on a GPU), max_concurrent
+  run:        the fixed data / model / train settings every trial shares (RunConfig's sections)
+Every problem is one ConfigError naming the file and the key.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tuning.gate import GateConfig
+from tuning.run_config import RunConfig
+from tuning.yaml_io import ConfigError, read_yaml
+
+SEARCHABLE = {"learning_rate": "lr", "weight_decay": "weight_decay", "batch_size": "batch_size"}  # -> TrainConfig
+TOP_LEVEL = ("name", "trials", "seed", "search", "initial", "scheduler", "gate", "resources", "run")
+
+
+@dataclass(frozen=True)
+class FloatRange:
+    low: float
+    high: float
+    log: bool = False
+
+
+@dataclass(frozen=True)
+class Choice:
+    choices: tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    max_epochs: int = 50  # every trial's epoch budget (train.epochs)
+    grace_period: int = 5  # ASHA never stops a trial before this epoch
+    reduction_factor: int = 3  # ASHA keeps the top 1/reduction_factor at each rung
+
+
+@dataclass(frozen=True)
+class ResourceConfig:
+    workers: int = 1  # Ray Train workers per trial
+    cpus_per_worker: float = 1.0
+    gpus_per_trial: float = 0.0  # split over the workers; 0.25 packs four trials on one GPU
+    max_concurrent: int | None = None  # None: as many as the cluster's resources hold
+
+
+@dataclass(frozen=True)
+class SweepSpace:
+    name: str
+    trials: int
+    seed: int
+    search: dict[str, FloatRange | Choice]
+    initial: tuple[dict[str, Any], ...]
+    scheduler: SchedulerConfig
+    gate: GateConfig
+    resources: ResourceConfig
+    run: RunConfig = field(default_factory=RunConfig)
+
+
+def load_space(path: str | Path) -> SweepSpace:
+    """Read and validate a search-space YAML; raises ConfigError."""
+    return parse_space(read_yaml(path, "search space"), str(path))
+
+
+def parse_space(values: Any, source: str) -> SweepSpace:
+    """Validate plain values (a parsed YAML document) into a SweepSpace."""
+    top = _mapping(values, source, "the top level", TOP_LEVEL)
+    name = top.get("name", Path(source).stem)
+    if not isinstance(name, str) or not name.replace("-", "").replace("_", "").isalnum():
+        raise ConfigError(f"{source}: name must be letters, digits, '-' or '_', got {name!r}; rename it")
+    trials, seed = top.get("trials", 16), top.get("seed", 0)
+    _positive_int(trials, source, "trials")
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        raise ConfigError(f"{source}: seed must be an integer, got {seed!r}")
+    search = _search(top.get("search"), source)
+    scheduler = _section(SchedulerConfig, top.get("scheduler"), source, "scheduler")
+    for key in ("max_epochs", "grace_period", "reduction_factor"):
+        _positive_int(getattr(scheduler, key), source, f"scheduler.{key}")
+    if scheduler.reduction_factor < 2:
+        raise ConfigError(f"{source}: scheduler.reduction_factor must be at least 2, got {scheduler.reduction_factor}")
+    if scheduler.grace_period > scheduler.max_epochs:
+        raise ConfigError(f"{source}: scheduler.grace_period {scheduler.grace_period} is beyond max_epochs "
+                          f"{scheduler.max_epochs}; lower it")
+    gate = _section(GateConfig, top.get("gate"), source, "gate")
+    if gate.epoch > scheduler.max_epochs:
+        raise ConfigError(f"{source}: gate.epoch {gate.epoch} is beyond scheduler.max_epochs {scheduler.max_epochs}, "
+                          "the gate would never be reached; lower gate.epoch or raise max_epochs")
+    resources = _section(ResourceConfig, top.get("resources"), source, "resources")
+    _positive_int(resources.workers, source, "resources.workers")
+    if not resources.cpus_per_worker > 0 or resources.gpus_per_trial < 0:
+        raise ConfigError(f"{source}: resources need cpus_per_worker > 0 and gpus_per_trial >= 0, got "
+                          f"{resources.cpus_per_worker} and {resources.gpus_per_trial}")
+    if resources.max_concurrent is not None:
+        _positive_int(resources.max_concurrent, source, "resources.max_concurrent")
+    run = RunConfig.from_dict(top.get("run") or {}, source=f"{source}: run")
+    run = run.replace("train", epochs=scheduler.max_epochs)
+    initial = tuple(_initial(point, search, source, i) for i, point in enumerate(top.get("initial") or []))
+    return SweepSpace(name, trials, seed, search, initial, scheduler, gate, resources, run)
+
+
+def _search(values: Any, source: str) -> dict[str, FloatRange | Choice]:
+    search = _mapping(values, source, "search", tuple(SEARCHABLE))
+    if not search:
+        raise ConfigError(f"{source}: search is empty; give at least one of {', '.join(SEARCHABLE)}")
+    parsed: dict[str, FloatRange | Choice] = {}
+    for key, spec in search.items():
+        where = f"search.{key}"
+        if isinstance(spec, dict) and "choices" in spec:
+            _mapping(spec, source, where, ("choices",))
+            choices = spec["choices"]
+            if not isinstance(choices, list) or not choices:
+                raise ConfigError(f"{source}: {where}.choices must be a non-empty list, got {choices!r}")
+            if key == "batch_size" and not all(isinstance(c, int) and not isinstance(c, bool) and c > 0
+                                               for c in choices):
+                raise ConfigError(f"{source}: {where}.choices must be positive integers, got {choices!r}")
+            if key != "batch_size" and not all(_positive_number(c) for c in choices):
+                raise ConfigError(f"{source}: {where}.choices must be positive numbers, got {choices!r}")
+            parsed[key] = Choice(tuple(choices))
+            continue
+        spec = _mapping(spec, source, where, ("low", "high", "log"))
+        if key == "batch_size":
+            raise ConfigError(f"{source}: {where} must be a choice list, e.g. {{choices: [128, 256, 512]}}")
+        low, high, log = spec.get("low"), spec.get("high"), spec.get("log", False)
+        if not (_number(low) and _number(high)):
+            raise ConfigError(f"{source}: {where} needs numeric low and high, got low={low!r}, high={high!r}")
+        if low >= high:
+            raise ConfigError(f"{source}: {where}: low {low} must be below high {high}; swap or widen them")
+        if log and low <= 0:
+            raise ConfigError(f"{source}: {where}: a log scale needs low > 0, got {low}; use a positive low")
+        if low < 0 or (key == "learning_rate" and low <= 0):
+            raise ConfigError(f"{source}: {where}: low must be positive, got {low}")
+        parsed[key] = FloatRange(float(low), float(high), bool(log))
+    return parsed
+
+
+def _initial(point: Any, search: dict[str, FloatRange | Choice], source: str, i: int) -> dict[str, Any]:
+    point = _mapping(point, source, f"initial[{i}]", tuple(search))
+    for key, value in point.items():
+        spec = search[key]
+        inside = value in spec.choices if isinstance(spec, Choice) else (
+            _number(value) and spec.low <= value <= spec.high)
+        if not inside:
+            raise ConfigError(f"{source}: initial[{i}].{key} = {value!r} lies outside search.{key}; "
+                              "widen the space or change the point")
+    return point
+
+
+def _section(kind: type, values: Any, source: str, where: str):
+    names = tuple(kind.__dataclass_fields__)
+    try:
+        return kind(**_mapping(values or {}, source, where, names))
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{source}: {where}: {exc}") from None
+
+
+def _mapping(values: Any, source: str, where: str, allowed: tuple[str, ...]) -> dict[str, Any]:
+    if not isinstance(values, dict):
+        raise ConfigError(f"{source}: {where} must be a mapping, got {type(values).__name__}")
+    unknown = sorted(set(values) - set(allowed))
+    if unknown:
+        raise ConfigError(f"{source}: unknown key {unknown[0]!r} in {where}; allowed: {', '.join(allowed)}")
+    return values
+
+
+def _positive_int(value: Any, source: str, where: str) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ConfigError(f"{source}: {where} must be a positive integer, got {value!r}")
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _positive_number(value: Any) -> bool:
+    return _number(value) and value > 0
