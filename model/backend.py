@@ -14,6 +14,10 @@ import torch
 FusedScan = Callable[..., torch.Tensor]
 
 
+class BackendUnavailable(RuntimeError):
+    """A forced backend that cannot run here."""
+
+
 @functools.lru_cache(maxsize=1)
 def load_fused_kernel() -> tuple[FusedScan | None, str]:
     """mamba_ssm's fused conv1d + SSD + gated-norm + out_proj kernel, or (None, why not)."""
@@ -30,7 +34,7 @@ def check_backend(backend: str) -> None:
     if backend == "mamba_ssm":
         kernel, why = load_fused_kernel()
         if kernel is None:
-            raise RuntimeError(
+            raise BackendUnavailable(
                 f"backend 'mamba_ssm' cannot run: importing mamba_ssm and causal_conv1d failed ({why}); "
                 "install the 'cuda' extra on a CUDA machine, or use backend='auto' or 'torch'"
             )
@@ -44,7 +48,7 @@ def resolve_backend(backend: str, device: torch.device) -> str:
     if backend == "mamba_ssm":
         check_backend(backend)
         if not on_cuda:
-            raise RuntimeError(
+            raise BackendUnavailable(
                 f"backend 'mamba_ssm' needs the module on a CUDA device, it is on {device.type}; "
                 "move it with .to('cuda') or use backend='auto' or 'torch'"
             )

@@ -117,7 +117,7 @@ def _column(path: Path, column: pa.ChunkedArray, field: str, name: str) -> np.nd
                         "convert it to float")
     if pa.types.is_float64(kind):
         return column.to_numpy()  # one copy, joining the chunks
-    return column.cast(pa.float64()).to_numpy()
+    return column.cast(pa.float64(), safe=False).to_numpy()  # integers past 2^53 round, as floats do
 
 
 def _timestamp_ns(path: Path, name: str, column: pa.ChunkedArray) -> np.ndarray:
@@ -146,7 +146,7 @@ def _first_out_of_range(column: pa.ChunkedArray) -> int:
     column = column.combine_chunks()
     kind = column.type
     if pa.types.is_integer(kind):
-        values = column.cast(pa.float64()).to_numpy(zero_copy_only=False)
+        values = column.cast(pa.float64(), safe=False).to_numpy(zero_copy_only=False)
         return int(np.argmax(np.abs(values) >= 2.0**63))
     if pa.types.is_timestamp(kind):
         ns_per_unit = {"s": 10**9, "ms": 10**6, "us": 10**3, "ns": 1}[kind.unit]

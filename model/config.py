@@ -59,13 +59,16 @@ class ModelConfig:
             raise ValueError(f"A_init_range must satisfy 0 < lo <= hi, got {self.A_init_range!r}")
         if not 0 < self.dt_min <= self.dt_max:
             raise ValueError(f"dt_min and dt_max must satisfy 0 < dt_min <= dt_max, got {self.dt_min}, {self.dt_max}")
-        if self.dt_init_floor <= 0:
+        if not self.dt_init_floor > 0:  # `not x > 0`: NaN is refused too
             raise ValueError(f"dt_init_floor must be positive, got {self.dt_init_floor}")
         lo, hi = self.dt_limit
         if not 0 <= lo < hi:
             raise ValueError(f"dt_limit must satisfy 0 <= lo < hi, got {self.dt_limit!r}")
-        if self.norm_eps <= 0:
+        if not self.norm_eps > 0:
             raise ValueError(f"norm_eps must be positive, got {self.norm_eps}")
+        for name in ("bias", "conv_bias", "D_has_hdim", "rmsnorm", "norm_before_gate"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}")
         if self.backend not in BACKENDS:
             raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
 

@@ -23,11 +23,11 @@ import numpy as np
 import pyarrow as pa
 import torch
 
-from model.bars import DataError, read_bars
+from model.bars import FIELDS, DataError, read_bars
 from model.features import FEATURE_NAMES, TARGETS, bar_features, target_and_persistence
 from model.settings import known_settings, require_positive_ints
 
-_STD_FLOOR = 1e-8  # a constant feature (time of day on daily bars) is centred, not blown up
+_STD_FLOOR = 1e-8  # below it a column counts as constant: centred, and divided by 1, not blown up
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,7 @@ class DataConfig:
     """How bars become samples."""
 
     window: int = 128  # bars in each input window (the model's seqlen)
-    horizon: int = 12  # bars ahead the target looks
+    horizon: int = 12  # bars ahead the return and volatility targets look (close: always the next bar)
     target: str = "volatility"  # "return" | "volatility" | "close"
     val_fraction: float = 0.2  # the last part of the bars, chronologically
     min_val_samples: int = 32  # fewer validation samples than this is an error
@@ -45,8 +45,13 @@ class DataConfig:
         require_positive_ints(self, ("window", "horizon", "min_val_samples"))
         if self.target not in TARGETS:
             raise ValueError(f"target must be one of {', '.join(TARGETS)}, got {self.target!r}")
-        if not 0 < self.val_fraction < 1:
-            raise ValueError(f"val_fraction must be between 0 and 1, got {self.val_fraction!r}")
+        if not (isinstance(self.val_fraction, (int, float)) and not isinstance(self.val_fraction, bool)
+                and 0.01 <= self.val_fraction <= 0.99):
+            raise ValueError(f"val_fraction must be a number between 0.01 and 0.99, got {self.val_fraction!r}")
+        if not isinstance(self.columns, dict) or not all(
+                k in FIELDS and isinstance(v, str) and v for k, v in self.columns.items()):
+            raise ValueError(f"columns must map bar fields ({', '.join(FIELDS)}) to column names, "
+                             f"got {self.columns!r}")
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> DataConfig:
@@ -116,24 +121,19 @@ def load_dataset(path: str | Path, config: DataConfig = DataConfig()) -> Dataset
     del close
     n, w, h = len(features), config.window, config.horizon
 
-    # Split: training samples end by s-1-h (their targets too); validation windows start at s.
-    split = int(round(n * (1 - config.val_fraction)))
-    first = max(w, h)  # inputs start at bar 1 (bar 0 has no previous bar); persistence needs h bars
-    train_index = np.arange(first, split - h, dtype=np.int64)
-    val_index = np.arange(max(split + w - 1, first), n - h, dtype=np.int64)
+    split, train_index, val_index = _samples(n, config)
     if len(train_index) < 1 or len(val_index) < config.min_val_samples:
-        needed = _bars_needed(config)
         raise DataError(f"{path}: {n} bars are too few, window {w} + horizon {h} + at least "
-                        f"{config.min_val_samples} validation samples need {needed} bars at val_fraction "
-                        f"{config.val_fraction}; use more bars or a shorter window")
+                        f"{config.min_val_samples} validation samples need {_bars_needed(config)} bars at "
+                        f"val_fraction {config.val_fraction}; use more bars or a shorter window")
 
     # Scaling statistics from the training part alone: its input bars and its targets.
     train_rows = features[1:split - h]
     feature_mean = np.array([train_rows[:, j].mean(dtype=np.float64) for j in range(features.shape[1])], np.float32)
-    feature_std = np.array([max(train_rows[:, j].std(dtype=np.float64), _STD_FLOOR)  # a column at a time: memory
+    feature_std = np.array([_scale(train_rows[:, j].std(dtype=np.float64))  # a column at a time: memory
                             for j in range(features.shape[1])], dtype=np.float32)
     train_targets = target[train_index]
-    scaler = Scaler(feature_mean, feature_std, float(train_targets.mean()), float(max(train_targets.std(), _STD_FLOOR)))
+    scaler = Scaler(feature_mean, feature_std, float(train_targets.mean()), _scale(train_targets.std()))
     features -= feature_mean
     features /= feature_std
     scaled_target = ((target - scaler.target_mean) / scaler.target_std).astype(np.float32)
@@ -151,13 +151,35 @@ def load_dataset(path: str | Path, config: DataConfig = DataConfig()) -> Dataset
     return Dataset(features, scaled_target, train_index, val_index, w, split, scaler, baselines, summary)
 
 
+def _samples(n: int, config: DataConfig) -> tuple[int, np.ndarray, np.ndarray]:
+    """Split bar and the last input bar of every training and validation sample, for n bars.
+
+    Training samples end by split-1-h (their targets too); validation windows start at split.
+    Inputs start at bar 1 (bar 0 has no previous bar) and persistence needs h bars before.
+    """
+    w, h = config.window, config.horizon
+    split = int(round(n * (1 - config.val_fraction)))
+    first = max(w, h)
+    train_index = np.arange(first, split - h, dtype=np.int64)
+    val_index = np.arange(max(split + w - 1, first), n - h, dtype=np.int64)
+    return split, train_index, val_index
+
+
 def _bars_needed(config: DataConfig) -> int:
-    """Smallest bar count that leaves one training and min_val_samples validation samples."""
-    n = config.window + config.horizon + config.min_val_samples
-    while True:
-        split = int(round(n * (1 - config.val_fraction)))
-        first = max(config.window, config.horizon)
-        if split - config.horizon > first and n - config.horizon - max(split + config.window - 1, first) >= \
-                config.min_val_samples:
-            return n
-        n += 1
+    """Smallest bar count that gives one training and min_val_samples validation samples (bisection)."""
+    def enough(n: int) -> bool:
+        _, train, val = _samples(n, config)
+        return len(train) >= 1 and len(val) >= config.min_val_samples
+
+    low, high = 1, config.window + config.horizon + config.min_val_samples
+    while not enough(high):
+        low, high = high, high * 2
+    while low < high:
+        middle = (low + high) // 2
+        low, high = (middle + 1, high) if not enough(middle) else (low, middle)
+    return high
+
+
+def _scale(std: float) -> float:
+    """A standard deviation to divide by: 1 for a (near-)constant column, which is then only centred."""
+    return float(std) if std > _STD_FLOOR else 1.0

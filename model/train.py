@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from model.checkpoint import load_checkpoint, save_atomic
+from model.checkpoint import CheckpointError, load_checkpoint, save_atomic
 from model.config import ModelConfig
 from model.data import Dataset
 from model.forecaster import Forecaster
@@ -54,18 +54,22 @@ class TrainConfig:
     def __post_init__(self) -> None:
         require_positive_ints(self, ("epochs", "batch_size", "micro_batch_size", "eval_batch_size"),
                               optional=("micro_batch_size", "eval_batch_size"))
-        if not (isinstance(self.lr, (int, float)) and 0 < self.lr < 1):
+        if not _number(self.lr) or not 0 < self.lr < 1:  # `not (a < x)` form: NaN fails every check
             raise ValueError(f"lr must be in (0, 1), got {self.lr!r}")
-        if not (isinstance(self.weight_decay, (int, float)) and 0 <= self.weight_decay < 1):
+        if not _number(self.weight_decay) or not 0 <= self.weight_decay < 1:
             raise ValueError(f"weight_decay must be in [0, 1), got {self.weight_decay!r}")
-        if not all(0 <= b < 1 for b in self.betas) or len(self.betas) != 2:
+        if len(self.betas) != 2 or not all(_number(b) and 0 <= b < 1 for b in self.betas):
             raise ValueError(f"betas must be two numbers in [0, 1), got {self.betas!r}")
-        if not 0 <= self.warmup_fraction < 1:
+        if not _number(self.warmup_fraction) or not 0 <= self.warmup_fraction < 1:
             raise ValueError(f"warmup_fraction must be in [0, 1), got {self.warmup_fraction!r}")
-        if not 0 <= self.min_lr_fraction <= 1:
+        if not _number(self.min_lr_fraction) or not 0 <= self.min_lr_fraction <= 1:
             raise ValueError(f"min_lr_fraction must be in [0, 1], got {self.min_lr_fraction!r}")
-        if self.eps <= 0 or self.grad_clip < 0:
-            raise ValueError(f"eps must be > 0 and grad_clip >= 0, got eps={self.eps}, grad_clip={self.grad_clip}")
+        if not _number(self.eps) or not self.eps > 0:
+            raise ValueError(f"eps must be a positive number, got {self.eps!r}")
+        if not _number(self.grad_clip) or not self.grad_clip >= 0:
+            raise ValueError(f"grad_clip must be a number >= 0 (0 disables clipping), got {self.grad_clip!r}")
+        if not isinstance(self.seed, int) or isinstance(self.seed, bool):
+            raise ValueError(f"seed must be an integer, got {self.seed!r}")
         if self.device not in DEVICES:
             raise ValueError(f"device must be one of {', '.join(DEVICES)}, got {self.device!r}")
 
@@ -76,6 +80,14 @@ class TrainConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return plain_values(self)
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+class ResumeMismatch(CheckpointError):
+    """The checkpoint in --out belongs to another configuration or other data."""
 
 
 @dataclass
@@ -118,7 +130,7 @@ def fit(
     """Train a Forecaster on `data`; with checkpoint_dir, keep last.pt and best.pt there."""
     # -- setup: model, optimizer, schedule, all seeded -----------------------------------
     device = resolve_device(train_config.device)
-    model_config = dataclasses.replace(model_config, n_features=data.n_features)
+    model_config = dataclasses.replace(model_config, n_features=data.n_features, n_targets=1)  # set by the data
     torch.manual_seed(train_config.seed)
     model = Forecaster(model_config).to(device)
     optimizer = torch.optim.AdamW(
@@ -142,7 +154,7 @@ def fit(
         save_atomic({
             "model": model.state_dict(), "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
             "epoch": epoch, "model_config": model_config.to_dict(), "train_config": train_config.to_dict(),
-            "scaler": data.scaler.to_dict(), "history": state["history"],
+            "scaler": data.scaler.to_dict(), "data": _data_identity(data), "history": state["history"],
             "best_val_loss": state["best_val_loss"], "best_epoch": state["best_epoch"],
         }, path)
         return path
@@ -150,9 +162,12 @@ def fit(
     # -- resume: every piece of state from last.pt ------------------------------------------
     if resume and ckpt_dir is not None and (ckpt_dir / "last.pt").exists():
         saved = load_checkpoint(ckpt_dir / "last.pt", map_location=device)
-        if ModelConfig.from_dict(saved["model_config"]) != model_config:
-            raise ValueError(f"{ckpt_dir / 'last.pt'} was trained with another model configuration; "
-                             "resume with the same settings or train into a new --out")
+        for what, mine, theirs in (("model configuration", model_config.to_dict(), saved["model_config"]),
+                                   ("training configuration", train_config.to_dict(), saved["train_config"]),
+                                   ("data", _data_identity(data), saved["data"])):
+            if mine != theirs:
+                raise ResumeMismatch(f"{ckpt_dir / 'last.pt'} was trained with other {what}; resume with the same "
+                                     "data and settings, or train into a new --out")
         model.load_state_dict(saved["model"])
         optimizer.load_state_dict(saved["optimizer"])
         scheduler.load_state_dict(saved["scheduler"])
@@ -176,9 +191,9 @@ def fit(
         state["epoch"] = epoch
         checkpoint = None
         if ckpt_dir is not None:
-            checkpoint = save("last.pt", epoch)
-            if state["best_epoch"] == epoch:
+            if state["best_epoch"] == epoch:  # best first: last.pt never names a best epoch not on disk
                 save("best.pt", epoch)
+            checkpoint = save("last.pt", epoch)
         if report is not None:
             report(metrics, checkpoint)
         return True
@@ -225,6 +240,12 @@ def fit(
         if not record(metrics):
             return finish("nan", epoch)
     return finish("completed", train_config.epochs)
+
+
+def _data_identity(data: Dataset) -> dict[str, Any]:
+    """What makes two datasets the same for resuming: the bars, the sampling, the scaling."""
+    keys = ("n_bars", "split_bar", "n_train", "n_val", "target", "horizon", "window")
+    return {**{k: data.summary[k] for k in keys}, "scaler": data.scaler.to_dict()}
 
 
 @torch.inference_mode()

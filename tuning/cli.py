@@ -10,7 +10,9 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from model.backend import BackendUnavailable
 from model.bars import DataError
+from model.checkpoint import CheckpointError
 from tuning import cli_data, cli_train
 from tuning.errors import UsageError
 from tuning.yaml_io import ConfigError, parse_yaml
@@ -74,14 +76,21 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    args = None
     try:
         args = build_parser().parse_args(argv)
         return args.run(args)
-    except (UsageError, DataError, ConfigError) as exc:
+    except (UsageError, DataError, ConfigError, CheckpointError, BackendUnavailable) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+    except OSError as exc:  # a path that cannot be written or read: say which, no traceback
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"error: {where}{exc.strerror or exc}, the file system refused; check the path, its permissions "
+              "and free space", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:  # checkpoints are written atomically: the last one is intact
+        resume = f"; continue with --resume --out {args.out}" if args is not None and args.command == "train" else ""
+        print(f"interrupted{resume}", file=sys.stderr)
         return 130
 
 

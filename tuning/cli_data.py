@@ -9,10 +9,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from model.atomic import atomic_path
 from model.bars import Bars, read_bars
 from model.synth import synth_bars
 from tuning.errors import UsageError
-from tuning.files import atomic_path
 
 _NS = 10**9
 
@@ -105,6 +105,8 @@ def summarise(bars: Bars) -> dict[str, str]:
 
 
 def _refuse_overwrite(path: Path, force: bool) -> None:
+    if any(parent.exists() and not parent.is_dir() for parent in path.parents):
+        raise UsageError(f"--out {path}: a parent of it is a file, the output needs a folder; choose another --out")
     if path.exists() and not force:
         raise UsageError(f"{path} exists, an existing file is never overwritten silently; "
                          "pass --force or choose another --out")

@@ -10,12 +10,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from model.atomic import write_text_atomic
 from model.checkpoint import load_checkpoint
 from model.data import load_dataset
-from model.train import FitResult, fit
+from model.train import FitResult, fit, resolve_device
 from tuning.cli_data import parse_columns
 from tuning.errors import UsageError
-from tuning.files import write_text_atomic
 from tuning.run_config import RunConfig
 
 OVERRIDES = ("epochs", "lr", "weight_decay", "batch_size", "device")  # flags that set train settings
@@ -43,8 +43,9 @@ def cmd_train(args: argparse.Namespace) -> int:
     if not args.resume:
         config.write_yaml(args.out / "config.yaml", f"mamba-tune train --data {shlex.quote(str(args.data))} "
                                                      f"--config {shlex.quote(str(args.out / 'config.yaml'))}")
+    over = "the next bar" if config.data.target == "close" else f"the next {config.data.horizon} bars"
     print(f"data: {data.summary['n_bars']:,} bars, {data.summary['n_train']:,} training and "
-          f"{data.summary['n_val']:,} validation samples, target {config.data.target} over {config.data.horizon} bars")
+          f"{data.summary['n_val']:,} validation samples, target {config.data.target} over {over}")
     print(f"baselines (validation MSE, scaled): train mean {data.baselines['mean']:.4f}, "
           f"persistence {data.baselines['persistence']:.4f}")
     bar = _ProgressBar(config.train.epochs)
@@ -56,11 +57,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         write_text_atomic(args.out / "metrics.json", json.dumps(history, indent=1))
         bar.epoch_done(metrics)
 
-    try:
-        result = fit(config.train, config.model, data, report=report, checkpoint_dir=args.out,
-                     resume=args.resume, progress=bar.batch_done)
-    except ValueError as exc:  # a checkpoint that does not match the configuration
-        raise UsageError(str(exc)) from None
+    result = fit(config.train, config.model, data, report=report, checkpoint_dir=args.out, resume=args.resume,
+                 progress=bar.batch_done)
     bar.close()
     _print_summary(result, args.out)
     if result.status == "nan":
@@ -73,8 +71,10 @@ def cmd_train(args: argparse.Namespace) -> int:
 def _run_config(args: argparse.Namespace) -> RunConfig:
     """The configuration: --out's own on --resume, else --config (or defaults) plus overrides."""
     overrides = {name: getattr(args, name) for name in OVERRIDES if getattr(args, name) is not None}
+    if args.out.exists() and not args.out.is_dir():
+        raise UsageError(f"--out {args.out} is a file, the output must be a folder; choose another --out")
     if args.resume:
-        if args.config or overrides:
+        if args.config or overrides or args.column:
             raise UsageError("--resume continues the run exactly as configured in --out/config.yaml, so it takes "
                              "no --config or overrides; drop them, or train into a new --out")
         if not (args.out / "last.pt").exists():
@@ -86,7 +86,12 @@ def _run_config(args: argparse.Namespace) -> RunConfig:
     config = RunConfig.from_yaml(args.config) if args.config else RunConfig()
     if args.column:
         config = config.replace("data", columns=parse_columns(args.column))
-    return config.replace("train", **overrides) if overrides else config
+    config = config.replace("train", **overrides) if overrides else config
+    try:
+        resolve_device(config.train.device)  # before any work: no GPU for --device cuda is bad input
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    return config
 
 
 class _ProgressBar:

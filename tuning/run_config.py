@@ -13,10 +13,10 @@ from typing import Any
 
 import yaml
 
+from model.atomic import write_text_atomic
 from model.config import ModelConfig
 from model.data import DataConfig
 from model.train import TrainConfig
-from tuning.files import write_text_atomic
 from tuning.yaml_io import ConfigError, read_yaml
 
 __all__ = ["ConfigError", "RunConfig", "SECTIONS"]

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from model.settings import require_positive_ints
 from tuning.gate import GateConfig
 from tuning.run_config import RunConfig
 from tuning.yaml_io import ConfigError, read_yaml
@@ -44,6 +45,13 @@ class SchedulerConfig:
     grace_period: int = 5  # ASHA never stops a trial before this epoch
     reduction_factor: int = 3  # ASHA keeps the top 1/reduction_factor at each rung
 
+    def __post_init__(self) -> None:
+        require_positive_ints(self, ("max_epochs", "grace_period", "reduction_factor"))
+        if self.reduction_factor < 2:
+            raise ValueError(f"reduction_factor must be at least 2, got {self.reduction_factor}")
+        if self.grace_period > self.max_epochs:
+            raise ValueError(f"grace_period {self.grace_period} is beyond max_epochs {self.max_epochs}; lower it")
+
 
 @dataclass(frozen=True)
 class ResourceConfig:
@@ -51,6 +59,13 @@ class ResourceConfig:
     cpus_per_worker: float = 1.0
     gpus_per_trial: float = 0.0  # split over the workers; 0.25 packs four trials on one GPU
     max_concurrent: int | None = None  # None: as many as the cluster's resources hold
+
+    def __post_init__(self) -> None:
+        require_positive_ints(self, ("workers", "max_concurrent"), optional=("max_concurrent",))
+        if not _positive_number(self.cpus_per_worker):
+            raise ValueError(f"cpus_per_worker must be a positive number, got {self.cpus_per_worker!r}")
+        if not (_number(self.gpus_per_trial) and self.gpus_per_trial >= 0):
+            raise ValueError(f"gpus_per_trial must be a number >= 0, got {self.gpus_per_trial!r}")
 
 
 @dataclass(frozen=True)
@@ -83,27 +98,20 @@ def parse_space(values: Any, source: str) -> SweepSpace:
         raise ConfigError(f"{source}: seed must be an integer, got {seed!r}")
     search = _search(top.get("search"), source)
     scheduler = _section(SchedulerConfig, top.get("scheduler"), source, "scheduler")
-    for key in ("max_epochs", "grace_period", "reduction_factor"):
-        _positive_int(getattr(scheduler, key), source, f"scheduler.{key}")
-    if scheduler.reduction_factor < 2:
-        raise ConfigError(f"{source}: scheduler.reduction_factor must be at least 2, got {scheduler.reduction_factor}")
-    if scheduler.grace_period > scheduler.max_epochs:
-        raise ConfigError(f"{source}: scheduler.grace_period {scheduler.grace_period} is beyond max_epochs "
-                          f"{scheduler.max_epochs}; lower it")
     gate = _section(GateConfig, top.get("gate"), source, "gate")
     if gate.epoch > scheduler.max_epochs:
         raise ConfigError(f"{source}: gate.epoch {gate.epoch} is beyond scheduler.max_epochs {scheduler.max_epochs}, "
                           "the gate would never be reached; lower gate.epoch or raise max_epochs")
     resources = _section(ResourceConfig, top.get("resources"), source, "resources")
-    _positive_int(resources.workers, source, "resources.workers")
-    if not resources.cpus_per_worker > 0 or resources.gpus_per_trial < 0:
-        raise ConfigError(f"{source}: resources need cpus_per_worker > 0 and gpus_per_trial >= 0, got "
-                          f"{resources.cpus_per_worker} and {resources.gpus_per_trial}")
-    if resources.max_concurrent is not None:
-        _positive_int(resources.max_concurrent, source, "resources.max_concurrent")
-    run = RunConfig.from_dict(top.get("run") or {}, source=f"{source}: run")
-    run = run.replace("train", epochs=scheduler.max_epochs)
-    initial = tuple(_initial(point, search, source, i) for i, point in enumerate(top.get("initial") or []))
+    run_values = top.get("run") or {}
+    if isinstance(run_values, dict) and "epochs" in (run_values.get("train") or {}):
+        raise ConfigError(f"{source}: run.train.epochs is set by scheduler.max_epochs; remove it from run.train")
+    run = RunConfig.from_dict(run_values, source=f"{source}: run").replace("train", epochs=scheduler.max_epochs)
+    points = top.get("initial") or []
+    if not isinstance(points, list):
+        raise ConfigError(f"{source}: initial must be a list of configurations, e.g. "
+                          "[{learning_rate: 5e-5, weight_decay: 1e-4, batch_size: 512}]")
+    initial = tuple(_initial(point, search, source, i) for i, point in enumerate(points))
     return SweepSpace(name, trials, seed, search, initial, scheduler, gate, resources, run)
 
 
@@ -122,23 +130,25 @@ def _search(values: Any, source: str) -> dict[str, FloatRange | Choice]:
             if key == "batch_size" and not all(isinstance(c, int) and not isinstance(c, bool) and c > 0
                                                for c in choices):
                 raise ConfigError(f"{source}: {where}.choices must be positive integers, got {choices!r}")
-            if key != "batch_size" and not all(_positive_number(c) for c in choices):
-                raise ConfigError(f"{source}: {where}.choices must be positive numbers, got {choices!r}")
+            if key != "batch_size" and not all(_number(c) and _inside_train_bounds(key, c) for c in choices):
+                raise ConfigError(f"{source}: {where}.choices must be numbers {_TRAIN_BOUNDS[key]}, got {choices!r}")
             parsed[key] = Choice(tuple(choices))
             continue
         spec = _mapping(spec, source, where, ("low", "high", "log"))
         if key == "batch_size":
             raise ConfigError(f"{source}: {where} must be a choice list, e.g. {{choices: [128, 256, 512]}}")
         low, high, log = spec.get("low"), spec.get("high"), spec.get("log", False)
+        if not isinstance(log, bool):
+            raise ConfigError(f"{source}: {where}.log must be true or false, got {log!r}")
         if not (_number(low) and _number(high)):
             raise ConfigError(f"{source}: {where} needs numeric low and high, got low={low!r}, high={high!r}")
         if low >= high:
             raise ConfigError(f"{source}: {where}: low {low} must be below high {high}; swap or widen them")
         if log and low <= 0:
             raise ConfigError(f"{source}: {where}: a log scale needs low > 0, got {low}; use a positive low")
-        if low < 0 or (key == "learning_rate" and low <= 0):
-            raise ConfigError(f"{source}: {where}: low must be positive, got {low}")
-        parsed[key] = FloatRange(float(low), float(high), bool(log))
+        if not (_inside_train_bounds(key, low) and _inside_train_bounds(key, high)):
+            raise ConfigError(f"{source}: {where}: low and high must lie {_TRAIN_BOUNDS[key]}, got {low} and {high}")
+        parsed[key] = FloatRange(float(low), float(high), log)
     return parsed
 
 
@@ -146,12 +156,19 @@ def _initial(point: Any, search: dict[str, FloatRange | Choice], source: str, i:
     point = _mapping(point, source, f"initial[{i}]", tuple(search))
     for key, value in point.items():
         spec = search[key]
-        inside = value in spec.choices if isinstance(spec, Choice) else (
-            _number(value) and spec.low <= value <= spec.high)
+        inside = any(value == c and type(value) is type(c) for c in spec.choices) if isinstance(spec, Choice) \
+            else _number(value) and spec.low <= value <= spec.high
         if not inside:
             raise ConfigError(f"{source}: initial[{i}].{key} = {value!r} lies outside search.{key}; "
                               "widen the space or change the point")
     return point
+
+
+_TRAIN_BOUNDS = {"learning_rate": "in (0, 1)", "weight_decay": "in [0, 1)"}  # TrainConfig's own rules
+
+
+def _inside_train_bounds(key: str, value: float) -> bool:
+    return 0 < value < 1 if key == "learning_rate" else 0 <= value < 1
 
 
 def _section(kind: type, values: Any, source: str, where: str):

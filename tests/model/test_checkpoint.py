@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import errno
-import pickle
 
 import pytest
 import torch
 
 from model import checkpoint
-from model.checkpoint import load_checkpoint, save_atomic
+from model.checkpoint import CheckpointError, load_checkpoint, save_atomic
 
 
 def test_save_atomic_round_trips_tensors_and_plain_values(tmp_path):
@@ -44,5 +43,13 @@ class Payload:
 def test_load_checkpoint_refuses_arbitrary_objects(tmp_path):
     path = tmp_path / "evil.pt"
     torch.save({"x": Payload()}, path)
-    with pytest.raises(pickle.UnpicklingError, match="Weights only load failed"):
+    with pytest.raises(CheckpointError, match=r"evil.pt: cannot load the checkpoint \(Weights only load failed"):
+        load_checkpoint(path)
+
+
+def test_load_checkpoint_of_a_damaged_file_is_a_checkpoint_error(tmp_path):
+    path = tmp_path / "last.pt"
+    save_atomic({"w": torch.ones(100)}, path)
+    path.write_bytes(path.read_bytes()[:50])
+    with pytest.raises(CheckpointError, match=r"last.pt: cannot load the checkpoint"):
         load_checkpoint(path)

@@ -264,8 +264,10 @@ def test_load_dataset_too_few_bars_names_the_smallest_count_that_works(tmp_path)
         ({"window": True}, r"window must be a positive integer, got True"),
         ({"min_val_samples": 0}, r"min_val_samples must be a positive integer, got 0"),
         ({"target": "price"}, r"target must be one of return, volatility, close, got 'price'"),
-        ({"val_fraction": 1.0}, r"val_fraction must be between 0 and 1, got 1.0"),
-        ({"val_fraction": 0}, r"val_fraction must be between 0 and 1, got 0"),
+        ({"val_fraction": 1.0}, r"val_fraction must be a number between 0.01 and 0.99, got 1.0"),
+        ({"val_fraction": 0}, r"val_fraction must be a number between 0.01 and 0.99, got 0"),
+        ({"columns": {"price": "close"}}, r"columns must map bar fields \(timestamp, open, .*\) to column names"),
+        ({"columns": {"timestamp": 5}}, r"columns must map bar fields"),
     ],
 )
 def test_data_config_rejects_bad_values(values, match):
@@ -296,8 +298,20 @@ def test_load_dataset_centres_a_constant_feature_without_blowing_it_up(tmp_path)
     ds = load_dataset(path, DataConfig(window=16, horizon=4, min_val_samples=8))
     assert np.isfinite(ds.features).all()
     torch.testing.assert_close(as_tensor(ds.features[:, 6:]), torch.zeros(600, 2), rtol=0, atol=0)
-    torch.testing.assert_close(as_tensor(ds.scaler.feature_std[6:]), torch.full((2,), 1e-8), rtol=1e-6, atol=0)
+    torch.testing.assert_close(as_tensor(ds.scaler.feature_std[6:]), torch.ones(2), rtol=0, atol=0)
     assert (ds.scaler.feature_std[:6] > 1e-6).all()
+
+
+def test_load_dataset_feature_constant_only_in_training_is_not_blown_up(tmp_path):
+    """Volume 0 through the training part, then trading: the validation inputs stay of order 1, not 1e8."""
+    table = synth_bars(1200, 4)
+    volume = table.column("volume").to_numpy().copy()
+    volume[:1000] = 0
+    path = tmp_path / "bars.parquet"
+    pq.write_table(table.set_column(5, "volume", [volume]), path)
+    ds = load_dataset(path, DataConfig(window=16, horizon=4, min_val_samples=8))
+    assert ds.scaler.feature_std[5] == 1.0
+    assert np.abs(ds.features[ds.split_bar:, 5]).max() < 20
 
 
 def test_dataset_shared_read_only_gives_the_same_batches(tmp_path):

@@ -15,7 +15,7 @@ from model.data import DataConfig, load_dataset
 from model.forecaster import Forecaster
 from model.schedule import lr_factor
 from model.synth import synth_bars
-from model.train import TrainConfig, evaluate, fit, weight_decay_groups
+from model.train import ResumeMismatch, TrainConfig, evaluate, fit, weight_decay_groups
 
 SMALL_MODEL = ModelConfig(d_model=32, n_layers=2, d_state=16, headdim=16, chunk_size=16)
 FAST = TrainConfig(epochs=2, batch_size=64, lr=3e-3, weight_decay=0.01, warmup_fraction=0.1)
@@ -128,7 +128,7 @@ def test_fit_refuses_to_resume_with_another_model(small_data, tmp_path):
     fit(TrainConfig(epochs=1, batch_size=64), SMALL_MODEL, small_data, checkpoint_dir=tmp_path)
     other = ModelConfig(**{**SMALL_MODEL.to_dict(), "n_layers": 1, "A_init_range": (1.0, 16.0),
                            "dt_limit": (0.0, math.inf)})
-    with pytest.raises(ValueError, match="was trained with another model configuration"):
+    with pytest.raises(ValueError, match="was trained with other model configuration"):
         fit(TrainConfig(epochs=2, batch_size=64), other, small_data, checkpoint_dir=tmp_path, resume=True)
 
 
@@ -165,6 +165,10 @@ def test_fit_short_run_on_synthetic_bars_beats_persistence(tmp_path):
         ({"warmup_fraction": 1.0}, r"warmup_fraction must be in \[0, 1\), got 1.0"),
         ({"device": "tpu"}, r"device must be one of auto, cpu, cuda, got 'tpu'"),
         ({"betas": (0.9, 1.0)}, r"betas must be two numbers in \[0, 1\)"),
+        ({"eps": math.nan}, r"eps must be a positive number, got nan"),
+        ({"grad_clip": math.nan}, r"grad_clip must be a number >= 0"),
+        ({"lr": math.nan}, r"lr must be in \(0, 1\), got nan"),
+        ({"seed": "abc"}, r"seed must be an integer, got 'abc'"),
     ],
 )
 def test_train_config_rejects_invalid_values(values, match):
@@ -183,3 +187,61 @@ def test_resolve_device_refuses_cuda_without_a_gpu():
     else:
         with pytest.raises(ValueError, match="no CUDA GPU is available"):
             train_module.resolve_device("cuda")
+
+
+def test_fit_stops_at_a_non_finite_gradient(small_data, tmp_path, monkeypatch):
+    real_clip, calls = train_module.nn.utils.clip_grad_norm_, {"n": 0}
+
+    def clip(parameters, max_norm):
+        calls["n"] += 1
+        norm = real_clip(parameters, max_norm)
+        return norm * math.inf if calls["n"] == 2 else norm
+
+    monkeypatch.setattr(train_module.nn.utils, "clip_grad_norm_", clip)
+    result = fit(TrainConfig(epochs=2, batch_size=64), SMALL_MODEL, small_data, checkpoint_dir=tmp_path)
+    assert (result.status, result.stop_epoch) == ("nan", 1)
+    assert load_checkpoint(tmp_path / "last.pt")["epoch"] == 0  # nothing from the diverged epoch
+
+
+def test_fit_stops_at_a_non_finite_validation_loss(small_data, monkeypatch):
+    real_evaluate, calls = train_module.evaluate, {"n": 0}
+
+    def evaluate_then_nan(*args):
+        calls["n"] += 1
+        return math.nan if calls["n"] == 4 else real_evaluate(*args)  # E0 train, E0 val, epoch 1, epoch 2
+
+    monkeypatch.setattr(train_module, "evaluate", evaluate_then_nan)
+    result = fit(TrainConfig(epochs=3, batch_size=64), SMALL_MODEL, small_data)
+    assert (result.status, result.stop_epoch) == ("nan", 2)
+    assert [m["epoch"] for m in result.history] == [0, 1]
+
+
+def test_fit_best_checkpoint_holds_the_best_epoch(small_data, tmp_path):
+    result = fit(TrainConfig(epochs=3, batch_size=64, lr=3e-3), SMALL_MODEL, small_data, checkpoint_dir=tmp_path)
+    best = load_checkpoint(tmp_path / "best.pt")
+    assert best["epoch"] == result.best_epoch
+    model = Forecaster(ModelConfig.from_dict(best["model_config"]))
+    model.load_state_dict(best["model"])
+    loss = evaluate(model, small_data, small_data.val_index, 64, torch.device("cpu"))
+    assert loss == pytest.approx(result.best_val_loss, rel=1e-5)
+
+
+def test_fit_refuses_to_resume_on_other_data(small_data, tmp_path):
+    fit(TrainConfig(epochs=1, batch_size=64), SMALL_MODEL, small_data, checkpoint_dir=tmp_path)
+    path = tmp_path / "other.parquet"
+    pq.write_table(synth_bars(1500, seed=9), path)
+    other = load_dataset(path, DataConfig(window=32, horizon=6))
+    with pytest.raises(ResumeMismatch, match="was trained with other data"):
+        fit(TrainConfig(epochs=1, batch_size=64), SMALL_MODEL, other, checkpoint_dir=tmp_path, resume=True)
+
+
+def test_fit_refuses_to_resume_with_other_training_settings(small_data, tmp_path):
+    fit(TrainConfig(epochs=1, batch_size=64), SMALL_MODEL, small_data, checkpoint_dir=tmp_path)
+    with pytest.raises(ResumeMismatch, match="was trained with other training configuration"):
+        fit(TrainConfig(epochs=1, batch_size=32), SMALL_MODEL, small_data, checkpoint_dir=tmp_path, resume=True)
+
+
+def test_fit_predicts_one_target_whatever_the_config_says(small_data):
+    result = fit(TrainConfig(epochs=1, batch_size=64), ModelConfig(**{**SMALL_MODEL.__dict__, "n_targets": 3}),
+                 small_data)
+    assert result.status == "completed"

@@ -29,6 +29,7 @@ def test_cli_model_applies_overrides(run_cli):
         (["model", "--set", "dt_limit=[0, "], "error: --set 'dt_limit=[0, ': the value is not valid YAML"),
         (["model", "--set", "A_init_range=3"], "error: model setting:"),
         (["frobnicate"], "error: argument command: invalid choice: 'frobnicate'"),
+        (["model", "--set", "backend=mamba_ssm"], "error: backend 'mamba_ssm' cannot run: importing mamba_ssm"),
     ],
 )
 def test_cli_bad_input_is_one_line_exit_2(run_cli, args, match):

@@ -77,3 +77,9 @@ def test_cli_data_check_reports_the_first_bad_row(run_cli, tmp_path):
     high[41] = table.column("low").to_numpy()[41] - 1
     pq.write_table(table.set_column(2, "high", [high]), out)
     assert_one_line_error(run_cli("data", "check", out), f"{out}: column 'high' at row 41 is below low")
+
+
+def test_cli_data_synth_out_under_a_file_is_one_line_exit_2(run_cli, tmp_path):
+    (tmp_path / "file").write_text("x")
+    assert_one_line_error(run_cli("data", "synth", "--out", tmp_path / "file" / "bars.parquet"),
+                          f"--out {tmp_path / 'file' / 'bars.parquet'}: a parent of it is a file")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 import yaml
 
 from tests.tuning.conftest import assert_one_line_error
@@ -80,6 +81,10 @@ def test_cli_train_overrides_apply_and_are_validated(run_cli, workspace):
         ([], "model: {headdim: 48}\n", "{config}: model: headdim must divide expand*d_model"),
         ([], "data: {window: 5000}\n", "{data}: 1500 bars are too few"),
         (["--resume"], None, "{out} holds no checkpoint (last.pt) to resume"),
+        ([], "model: {backend: mamba_ssm}\n", "backend 'mamba_ssm' cannot run"),
+        ([], "train: {eps: .nan}\n", "{config}: train: eps must be a positive number, got nan"),
+        ([], "model: {rmsnorm: 'no'}\n", "{config}: model: rmsnorm must be true or false, got 'no'"),
+        ([], "data: {columns: {timestamp: 5}}\n", "{config}: data: columns must map bar fields"),
     ],
 )
 def test_cli_train_bad_input_is_one_line_exit_2(run_cli, workspace, tmp_path, extra, config_text, match):
@@ -96,3 +101,68 @@ def test_cli_train_bad_input_is_one_line_exit_2(run_cli, workspace, tmp_path, ex
 def test_cli_train_missing_data_file_is_one_line_exit_2(run_cli, tmp_path):
     assert_one_line_error(run_cli("train", "--data", tmp_path / "nope.parquet", "--out", tmp_path / "o"),
                           f"{tmp_path / 'nope.parquet'}: no such file")
+
+
+def test_cli_train_interrupted_then_resumed_finishes_the_run(workspace):
+    """Ctrl-C after epoch 1, then --resume: every epoch exactly once in metrics.json."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.tuning.conftest import ROOT
+
+    out = workspace / "interrupted"
+    config = workspace / "long.yaml"
+    config.write_text(yaml.safe_dump({**SMALL, "train": {**SMALL["train"], "epochs": 6}}))
+    args = [sys.executable, "-m", "tuning.cli", "train", "--data", str(workspace / "bars.parquet"), "--out", str(out)]
+    running = subprocess.Popen([*args, "--config", str(config)], cwd=ROOT, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        metrics = out / "metrics.json"
+        if metrics.exists() and any(m["epoch"] >= 1 for m in json.loads(metrics.read_text())):
+            break
+        time.sleep(0.2)
+    running.send_signal(signal.SIGINT)
+    _, stderr = running.communicate(timeout=120)
+    assert running.returncode == 130, stderr
+    assert stderr.strip() == f"interrupted; continue with --resume --out {out}"
+    done = subprocess.run([*args, "--resume"], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert [m["epoch"] for m in json.loads((out / "metrics.json").read_text())] == list(range(7))
+
+
+def test_cli_train_out_that_is_a_file_is_one_line_exit_2(run_cli, workspace, tmp_path):
+    out = tmp_path / "taken"
+    out.write_text("not a folder")
+    assert_one_line_error(run_cli("train", "--data", workspace / "bars.parquet", "--out", out),
+                          f"--out {out} is a file, the output must be a folder")
+    assert out.read_text() == "not a folder"
+
+
+def test_cli_train_resume_from_a_damaged_checkpoint_is_one_line_exit_2(run_cli, workspace):
+    out = workspace / "damaged"
+    assert run_cli("train", "--data", workspace / "bars.parquet", "--config", workspace / "small.yaml",
+                   "--epochs", "1", "--out", out).returncode == 0
+    (out / "last.pt").write_bytes((out / "last.pt").read_bytes()[:100])
+    assert_one_line_error(run_cli("train", "--data", workspace / "bars.parquet", "--out", out, "--resume"),
+                          f"{out / 'last.pt'}: cannot load the checkpoint")
+
+
+def test_cli_train_resume_on_other_data_is_one_line_exit_2(run_cli, workspace, tmp_path):
+    out = workspace / "mismatch"
+    assert run_cli("train", "--data", workspace / "bars.parquet", "--config", workspace / "small.yaml",
+                   "--epochs", "1", "--out", out).returncode == 0
+    other = tmp_path / "other.parquet"
+    run_cli("data", "synth", "--out", other, "--bars", "1500", "--seed", "5")
+    assert_one_line_error(run_cli("train", "--data", other, "--out", out, "--resume"),
+                          f"{out / 'last.pt'} was trained with other data")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="on a CUDA GPU machine --device cuda is valid")
+def test_cli_train_cuda_without_a_gpu_is_refused_before_any_work(run_cli, workspace, tmp_path):
+    out = tmp_path / "cuda"
+    assert_one_line_error(run_cli("train", "--data", workspace / "bars.parquet", "--device", "cuda", "--out", out),
+                          "device 'cuda' was asked for but no CUDA GPU is available")
+    assert not out.exists()

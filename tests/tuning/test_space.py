@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from tuning.space import Choice, FloatRange, load_space
-from tuning.yaml_io import ConfigError
+from tuning.yaml_io import ConfigError, parse_yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -36,7 +36,7 @@ def test_space_files_open_with_the_command_that_runs_them(name):
 
 def write(tmp_path, change):
     """The smoke space with `change` applied (dotted keys; None deletes)."""
-    values = yaml.safe_load((ROOT / "search_spaces/smoke.yaml").read_text())
+    values = parse_yaml((ROOT / "search_spaces/smoke.yaml").read_text(), "smoke.yaml")
     for dotted, value in change.items():
         *parents, last = dotted.split(".")
         node = values
@@ -64,12 +64,20 @@ def write(tmp_path, change):
         ({"search.learning_rate": {"low": "fast", "high": 0.1}}, r"search.learning_rate needs numeric low and high"),
         ({"gate.epoch": 7}, r"gate.epoch 7 is beyond scheduler.max_epochs 6, the gate would never be reached"),
         ({"gate.ratio_to_e0": -0.5}, r"gate: ratio_to_e0 must be a positive number, got -0.5"),
-        ({"scheduler.reduction_factor": 1}, r"scheduler.reduction_factor must be at least 2, got 1"),
-        ({"scheduler.grace_period": 9}, r"scheduler.grace_period 9 is beyond max_epochs 6"),
+        ({"scheduler.reduction_factor": 1}, r"scheduler: reduction_factor must be at least 2, got 1"),
+        ({"scheduler.grace_period": 9}, r"scheduler: grace_period 9 is beyond max_epochs 6"),
         ({"scheduler.patience": 3}, r"unknown key 'patience' in scheduler; allowed: max_epochs, grace_period"),
         ({"trials": 0}, r"trials must be a positive integer, got 0"),
-        ({"resources.workers": 0}, r"resources.workers must be a positive integer, got 0"),
-        ({"resources.gpus_per_trial": -1}, r"resources need cpus_per_worker > 0 and gpus_per_trial >= 0"),
+        ({"resources.workers": 0}, r"resources: workers must be a positive integer, got 0"),
+        ({"resources.gpus_per_trial": -1}, r"resources: gpus_per_trial must be a number >= 0, got -1"),
+        ({"resources.gpus_per_trial": float("nan")}, r"resources: gpus_per_trial must be a number >= 0, got nan"),
+        ({"resources.cpus_per_worker": "2"}, r"resources: cpus_per_worker must be a positive number, got '2'"),
+        ({"search.learning_rate": {"low": 0.1, "high": 2.0}}, r"search.learning_rate: low and high must lie in \(0, 1\)"),
+        ({"search.learning_rate": {"low": 1e-4, "high": 1e-2, "log": "false"}}, r"search.learning_rate.log must be true or false, got 'false'"),
+        ({"search.weight_decay": {"choices": [0.0, 1.5]}}, r"search.weight_decay.choices must be numbers in \[0, 1\)"),
+        ({"initial": {"learning_rate": 1e-3}}, r"initial must be a list of configurations"),
+        ({"initial": [{"batch_size": True}]}, r"initial\[0\].batch_size = True lies outside search.batch_size"),
+        ({"run.train.epochs": 3}, r"run.train.epochs is set by scheduler.max_epochs; remove it"),
         ({"initial": [{"learning_rate": 0.5}]}, r"initial\[0\].learning_rate = 0.5 lies outside search.learning_rate"),
         ({"initial": [{"batch_size": 100}]}, r"initial\[0\].batch_size = 100 lies outside search.batch_size"),
         ({"run.model.headdim": 24}, r"run: model: headdim must divide expand\*d_model"),
@@ -82,6 +90,11 @@ def test_space_rejects_each_problem_with_one_clear_error(tmp_path, change, match
     with pytest.raises(ConfigError, match=match) as caught:
         load_space(path)
     assert str(caught.value).startswith(str(path)) and "\n" not in str(caught.value)
+
+
+def test_space_weight_decay_choices_may_include_zero(tmp_path):
+    space = load_space(write(tmp_path, {"search.weight_decay": {"choices": [0.0, 0.01]}, "initial": []}))
+    assert space.search["weight_decay"] == Choice((0.0, 0.01))
 
 
 def test_space_yaml_syntax_error_names_the_line(tmp_path):
