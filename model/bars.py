@@ -24,9 +24,9 @@ class DataError(ValueError):
 
 @dataclass(frozen=True)
 class Bars:
-    """Validated bars, one float64 array each (numpy views of the Arrow buffers where possible).
+    """Validated bars: timestamp as int64 nanoseconds since the epoch (UTC), the rest float64.
 
-    timestamp is int64 nanoseconds since the epoch (UTC); all arrays have shape (n_bars,).
+    All arrays have shape (n_bars,).
     """
 
     path: str
@@ -48,13 +48,14 @@ def read_bars(path: str | Path, columns: dict[str, str] | None = None) -> Bars:
     column names, e.g. {"timestamp": "ts_event"}; other names are matched case-insensitively.
     """
     path = Path(path)
-    mapping = _resolve_columns(path, _read_schema(path), columns or {})
-    if pq.read_metadata(path).num_rows == 0:
+    parquet = _open(path)
+    mapping = _resolve_columns(path, parquet.schema_arrow, columns or {})
+    if parquet.metadata.num_rows == 0:
         raise DataError(f"{path}: the file has no rows, bars are needed; point --data at a file with bars")
     arrays = {}
     for field, name in mapping.items():  # a column at a time: only one Arrow copy is alive at once
         try:
-            column = pq.read_table(path, columns=[name]).column(0)
+            column = parquet.read(columns=[name]).column(0)
         except (pa.ArrowException, OSError) as exc:
             raise DataError(f"{path}: cannot read column {name!r} ({_first_line(exc)}), the file is damaged; "
                             "write it again") from None
@@ -66,14 +67,14 @@ def read_bars(path: str | Path, columns: dict[str, str] | None = None) -> Bars:
     return bars
 
 
-def _read_schema(path: Path) -> pa.Schema:
+def _open(path: Path) -> pq.ParquetFile:
     if not path.exists():
         raise DataError(f"{path}: no such file, the data must be an existing Parquet file; check the path "
                         "(or make one with `mamba-tune data synth --out PATH`)")
     if path.is_dir():
         raise DataError(f"{path}: is a directory, the data must be one Parquet file; name the file")
     try:
-        return pq.read_schema(path)
+        return pq.ParquetFile(path)
     except (pa.ArrowException, OSError) as exc:
         raise DataError(f"{path}: not a Parquet file, or a truncated one ({_first_line(exc)}); write it as "
                         "Parquet again (e.g. pyarrow.parquet.write_table)") from None

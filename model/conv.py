@@ -31,6 +31,8 @@ def _causal_conv(x: torch.Tensor, taps: torch.Tensor, bias: torch.Tensor | None)
 
 
 class _CausalConvSiLU(torch.autograd.Function):
+    """x (batch, seqlen, channels), weight (channels, 1, width), bias (channels,) -> (batch, seqlen, channels)."""
+
     @staticmethod
     def forward(ctx, x, weight, bias):
         taps = weight.squeeze(1).t()  # (width, channels)

@@ -74,12 +74,6 @@ class Scaler:
         return {"feature_mean": self.feature_mean.tolist(), "feature_std": self.feature_std.tolist(),
                 "target_mean": self.target_mean, "target_std": self.target_std}
 
-    @classmethod
-    def from_dict(cls, values: dict[str, Any]) -> Scaler:
-        return cls(np.asarray(values["feature_mean"], dtype=np.float32),
-                   np.asarray(values["feature_std"], dtype=np.float32),
-                   float(values["target_mean"]), float(values["target_std"]))
-
 
 @dataclass(frozen=True)
 class Dataset:

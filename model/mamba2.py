@@ -164,7 +164,10 @@ class Mamba2(nn.Module):
         return self.out_proj(y)
 
     def _forward_fused(self, zxbcdt: torch.Tensor, A: torch.Tensor) -> torch.Tensor:
-        """mamba_ssm's fused kernel, called as mamba_ssm's own Mamba2 calls it."""
+        """mamba_ssm's fused kernel, called as mamba_ssm's own Mamba2 calls it.
+
+        zxbcdt: (batch, seqlen, d_in_proj); A: (nheads,). Returns (batch, seqlen, d_model).
+        """
         kernel, _ = load_fused_kernel()
         limit = {} if self.dt_limit == (0.0, float("inf")) else {"dt_limit": self.dt_limit}
         return kernel(

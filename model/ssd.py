@@ -122,7 +122,10 @@ class _Chunks(NamedTuple):
 
 
 def _to_chunks(x, dt, A, B, C, chunk_size, dt_bias, dt_softplus, dt_limit) -> _Chunks:
-    """Discretise dt, pad to whole chunks (padded steps: dt = 0, no decay, no input), reshape."""
+    """Discretise dt, pad to whole chunks (padded steps: dt = 0, no decay, no input), reshape.
+
+    x (b, l, h, p); dt (b, l, h); A (h,); B, C (b, l, g, n) or C None; dt_bias (h,) or None.
+    """
     batch, seqlen, nheads, headdim = x.shape
     ngroups, d_state = B.shape[2], B.shape[3]
     k = nheads // ngroups

@@ -216,16 +216,15 @@ def fit(
         batches = torch.as_tensor(data.train_index)[order].split(train_config.batch_size)
         for done, index in enumerate(batches, start=1):
             optimizer.zero_grad(set_to_none=True)
-            batch_loss = 0.0
+            batch_loss = torch.zeros((), device=device)
             for part in index.split(micro):  # the batch's mean squared error, accumulated part by part
-                inputs, targets = (t.to(device, non_blocking=True) for t in data.batch(part))
+                inputs, targets = (t.to(device) for t in data.batch(part))
                 loss = nn.functional.mse_loss(model(inputs), targets, reduction="sum") / len(index)
-                if not torch.isfinite(loss):
-                    return finish("nan", epoch)
                 loss.backward()
-                batch_loss += loss.item()
+                batch_loss += loss.detach()
             grad_norm = nn.utils.clip_grad_norm_(model.parameters(), train_config.grad_clip or math.inf)
-            if not torch.isfinite(grad_norm):
+            batch_loss, grad_norm = torch.stack([batch_loss, grad_norm.to(device)]).tolist()  # one host sync a step
+            if not (math.isfinite(batch_loss) and math.isfinite(grad_norm)):  # before the step: no NaN is applied
                 return finish("nan", epoch)
             optimizer.step()
             scheduler.step()
@@ -262,6 +261,8 @@ def evaluate(model: nn.Module, data: Dataset, index: np.ndarray, batch_size: int
 
 def _metrics(epoch: int, train_loss: float, val_loss: float, lr: float, samples_per_s: float, epoch_s: float,
              device: torch.device, data: Dataset) -> dict[str, Any]:
+    """One epoch's record. train_loss: the mean over the epoch's batches (E0: a full evaluation);
+    lr: the learning rate at the end of the epoch; peak_memory_mb: the process's peak so far."""
     return {
         "epoch": epoch, "train_loss": train_loss, "val_loss": val_loss, "lr": lr,
         "overfit_ratio": val_loss / train_loss if train_loss > 0 else math.inf,

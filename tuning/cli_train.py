@@ -18,6 +18,7 @@ from tuning.cli_data import parse_columns
 from tuning.errors import UsageError
 from tuning.run_config import RunConfig
 
+RUN_FILES = ("config.yaml", "metrics.json", "best.pt", "last.pt")  # what a run writes into --out
 OVERRIDES = ("epochs", "lr", "weight_decay", "batch_size", "device")  # flags that set train settings
 
 
@@ -80,7 +81,7 @@ def _run_config(args: argparse.Namespace) -> RunConfig:
         if not (args.out / "last.pt").exists():
             raise UsageError(f"{args.out} holds no checkpoint (last.pt) to resume; train without --resume first")
         return RunConfig.from_yaml(args.out / "config.yaml")
-    if (args.out / "metrics.json").exists() or (args.out / "last.pt").exists():
+    if any((args.out / name).exists() for name in RUN_FILES):
         raise UsageError(f"{args.out} already holds a training run, which is never overwritten; "
                          "pass --resume to continue it or choose another --out")
     config = RunConfig.from_yaml(args.config) if args.config else RunConfig()

@@ -14,8 +14,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-STOP_REASONS = ("completed", "asha", "gate", "nan", "error")
-
 
 @dataclass(frozen=True)
 class GateConfig:
