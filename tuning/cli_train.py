@@ -79,7 +79,7 @@ def _run_config(args: argparse.Namespace) -> RunConfig:
             raise UsageError("--resume continues the run exactly as configured in --out/config.yaml, so it takes "
                              "no --config or overrides; drop them, or train into a new --out")
         if not (args.out / "last.pt").exists():
-            raise UsageError(f"{args.out} holds no checkpoint (last.pt) to resume; train without --resume first")
+            raise UsageError(f"{args.out} holds no checkpoint (last.pt) to resume; start a new run with another --out")
         return RunConfig.from_yaml(args.out / "config.yaml")
     if any((args.out / name).exists() for name in RUN_FILES):
         raise UsageError(f"{args.out} already holds a training run, which is never overwritten; "
