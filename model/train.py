@@ -3,10 +3,16 @@
 fit() knows nothing of Ray, MLflow or the terminal: it calls `report(metrics, checkpoint)`
 once per epoch (epoch 0 is the evaluation before any step) and `progress(epoch, done,
 total)` after each batch; callers pass their own.
+
+Data parallel: when torch.distributed is initialised with several processes (Ray Train's
+workers), each process takes every world-th sample of each batch, the model is wrapped in
+DistributedDataParallel and the losses are summed over processes: the same gradient and
+metrics as one process running the whole batch.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import resource
@@ -18,6 +24,7 @@ from typing import Any
 
 import numpy as np
 import torch
+import torch.distributed as dist
 from torch import nn
 
 from model.checkpoint import CheckpointError, load_checkpoint, save_atomic
@@ -133,6 +140,8 @@ def fit(
     model_config = dataclasses.replace(model_config, n_features=data.n_features, n_targets=1)  # set by the data
     torch.manual_seed(train_config.seed)
     model = Forecaster(model_config).to(device)
+    rank, world = (dist.get_rank(), dist.get_world_size()) if dist.is_available() and dist.is_initialized() else (0, 1)
+    net = nn.parallel.DistributedDataParallel(model) if world > 1 else model  # what steps run; `model` is saved
     optimizer = torch.optim.AdamW(
         weight_decay_groups(model, train_config.weight_decay), lr=train_config.lr, betas=train_config.betas,
         eps=train_config.eps, **({"fused": True} if device.type == "cuda" else {"foreach": True}),
@@ -154,7 +163,7 @@ def fit(
         save_atomic({
             "model": model.state_dict(), "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
             "epoch": epoch, "model_config": model_config.to_dict(), "train_config": train_config.to_dict(),
-            "scaler": data.scaler.to_dict(), "data": _data_identity(data), "history": state["history"],
+            "scaler": data.scaler.to_dict(), "data": data_identity(data), "history": state["history"],
             "best_val_loss": state["best_val_loss"], "best_epoch": state["best_epoch"],
         }, path)
         return path
@@ -164,7 +173,7 @@ def fit(
         saved = load_checkpoint(ckpt_dir / "last.pt", map_location=device)
         for what, mine, theirs in (("model configuration", model_config.to_dict(), saved["model_config"]),
                                    ("training configuration", train_config.to_dict(), saved["train_config"]),
-                                   ("data", _data_identity(data), saved["data"])):
+                                   ("data", data_identity(data), saved["data"])):
             if mine != theirs:
                 raise ResumeMismatch(f"{ckpt_dir / 'last.pt'} was trained with other {what}; resume with the same "
                                      "data and settings, or train into a new --out")
@@ -186,6 +195,7 @@ def fit(
             state["best_val_loss"], state["best_epoch"] = metrics["val_loss"], epoch
         metrics.update(best_val_loss=state["best_val_loss"], best_epoch=state["best_epoch"])
         e0 = state["history"][0]["val_loss"] if state["history"] else metrics["val_loss"]
+        metrics["e0_val_loss"] = e0
         metrics["improvement_over_e0"] = 1 - metrics["val_loss"] / e0 if e0 > 0 else 0.0
         state["history"].append(metrics)
         state["epoch"] = epoch
@@ -201,27 +211,35 @@ def fit(
     # -- epoch 0: the model as initialised, evaluated before any step ------------------------
     if not state["history"]:
         start = time.perf_counter()
-        e0 = _metrics(0, evaluate(model, data, data.train_index, eval_batch, device),
-                      evaluate(model, data, data.val_index, eval_batch, device),
+        e0 = _metrics(0, evaluate(model, data, data.train_index, eval_batch, device, rank, world),
+                      evaluate(model, data, data.val_index, eval_batch, device, rank, world),
                       scheduler.get_last_lr()[0], 0, time.perf_counter() - start, device, data)
         if not record(e0):
             return finish("nan", 0)
 
     # -- training epochs ---------------------------------------------------------------------
     for epoch in range(state["epoch"] + 1, train_config.epochs + 1):
-        model.train()
+        net.train()
         start, seen, loss_sum = time.perf_counter(), 0, 0.0
         order = torch.randperm(len(data.train_index), generator=torch.Generator().manual_seed(
             train_config.seed * 1_000_003 + epoch))  # a pure function of (seed, epoch): resumable
         batches = torch.as_tensor(data.train_index)[order].split(train_config.batch_size)
+        if world > 1:  # a last batch smaller than the world would leave a process without samples
+            batches = [b for b in batches if len(b) >= world]
         for done, index in enumerate(batches, start=1):
             optimizer.zero_grad(set_to_none=True)
             batch_loss = torch.zeros((), device=device)
-            for part in index.split(micro):  # the batch's mean squared error, accumulated part by part
+            mine = index[rank::world]  # this process's share; DDP averages gradients over the world
+            parts = mine.split(micro)
+            for i, part in enumerate(parts):  # the batch's mean squared error, accumulated part by part
                 inputs, targets = (t.to(device) for t in data.batch(part))
-                loss = nn.functional.mse_loss(model(inputs), targets, reduction="sum") / len(index)
-                loss.backward()
+                sync = world == 1 or i == len(parts) - 1  # DDP all-reduces once, on the last part
+                with contextlib.nullcontext() if sync else net.no_sync():
+                    loss = nn.functional.mse_loss(net(inputs), targets, reduction="sum") / len(index)
+                    (loss * world).backward()
                 batch_loss += loss.detach()
+            if world > 1:
+                dist.all_reduce(batch_loss)  # every process's share summed: the whole batch's loss
             grad_norm = nn.utils.clip_grad_norm_(model.parameters(), train_config.grad_clip or math.inf)
             batch_loss, grad_norm = torch.stack([batch_loss, grad_norm.to(device)]).tolist()  # one host sync a step
             if not (math.isfinite(batch_loss) and math.isfinite(grad_norm)):  # before the step: no NaN is applied
@@ -233,7 +251,7 @@ def fit(
             if progress is not None:
                 progress(epoch, done, len(batches))
         train_seconds = time.perf_counter() - start
-        val_loss = evaluate(model, data, data.val_index, eval_batch, device)
+        val_loss = evaluate(model, data, data.val_index, eval_batch, device, rank, world)
         metrics = _metrics(epoch, loss_sum / seen, val_loss, scheduler.get_last_lr()[0], seen / train_seconds,
                            time.perf_counter() - start, device, data)
         if not record(metrics):
@@ -241,22 +259,29 @@ def fit(
     return finish("completed", train_config.epochs)
 
 
-def _data_identity(data: Dataset) -> dict[str, Any]:
+def data_identity(data: Dataset) -> dict[str, Any]:
     """What makes two datasets the same for resuming: the bars, the sampling, the scaling."""
     keys = ("n_bars", "split_bar", "n_train", "n_val", "target", "horizon", "window")
     return {**{k: data.summary[k] for k in keys}, "scaler": data.scaler.to_dict()}
 
 
 @torch.inference_mode()
-def evaluate(model: nn.Module, data: Dataset, index: np.ndarray, batch_size: int, device: torch.device) -> float:
-    """Mean squared error over the samples ending at bars `index` (scaled target units)."""
+def evaluate(model: nn.Module, data: Dataset, index: np.ndarray, batch_size: int, device: torch.device,
+             rank: int = 0, world: int = 1) -> float:
+    """Mean squared error over the samples ending at bars `index` (scaled target units).
+
+    With world > 1 each process evaluates every world-th sample and the sums are all-reduced.
+    """
     model.eval()
-    total, count = 0.0, 0
-    for part in torch.as_tensor(index).split(batch_size):
+    total = torch.zeros(2, dtype=torch.float64, device=device)  # (sum of squared errors, count)
+    for part in torch.as_tensor(index)[rank::world].split(batch_size):
         inputs, targets = (t.to(device) for t in data.batch(part))
-        total += nn.functional.mse_loss(model(inputs), targets, reduction="sum").item()
-        count += len(part)
-    return total / count
+        total[0] += nn.functional.mse_loss(model(inputs), targets, reduction="sum").double()
+        total[1] += len(part)
+    if world > 1:
+        dist.all_reduce(total)
+    squared, count = total.tolist()
+    return squared / count
 
 
 def _metrics(epoch: int, train_loss: float, val_loss: float, lr: float, samples_per_s: float, epoch_s: float,

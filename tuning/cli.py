@@ -13,8 +13,9 @@ from collections.abc import Sequence
 from model.backend import BackendUnavailable
 from model.bars import DataError
 from model.checkpoint import CheckpointError
-from tuning import cli_data, cli_train
+from tuning import cli_data, cli_sweep, cli_train
 from tuning.errors import UsageError
+from tuning.resources import ResourceError
 from tuning.yaml_io import ConfigError, parse_yaml
 
 
@@ -72,6 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
     model.set_defaults(run=cmd_model)
     cli_data.add_commands(commands)
     cli_train.add_command(commands)
+    cli_sweep.add_commands(commands)
     return parser
 
 
@@ -80,7 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         return args.run(args)
-    except (UsageError, DataError, ConfigError, CheckpointError, BackendUnavailable) as exc:
+    except (UsageError, DataError, ConfigError, CheckpointError, BackendUnavailable, ResourceError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:  # a path that cannot be written or read: say which, no traceback
@@ -89,8 +91,10 @@ def main(argv: Sequence[str] | None = None) -> int:
               "and free space", file=sys.stderr)
         return 1
     except KeyboardInterrupt:  # checkpoints are written atomically: the last one is intact
-        resume = f"; continue with --resume --out {args.out}" if args is not None and args.command == "train" else ""
-        print(f"interrupted{resume}", file=sys.stderr)
+        hint = getattr(args, "resume_hint", None)  # a sweep sets it once it can be resumed
+        if args is not None and args.command == "train":
+            hint = f"--resume --out {args.out}"
+        print(f"interrupted{f'; continue with {hint}' if hint else ''}", file=sys.stderr)
         return 130
 
 

@@ -7,6 +7,10 @@ Thresholds, all in the loss's own (scaled) units, and all must hold when several
   ratio_to_e0        val_loss <= ratio * the trial's own epoch-0 loss (0.9: 10% better than
                      initialisation; a trial still at its E0 loss learned nothing)
 A non-finite val_loss stops a trial at any epoch.
+
+`stop_reason` says, from a finished trial's last result, why it ended: completed (ran
+max_epochs), asha, gate, nan or error. The scheduler, the searcher and the leaderboard
+all ask it, so they never disagree.
 """
 
 from __future__ import annotations
@@ -54,3 +58,25 @@ def gate_decision(gate: GateConfig, epoch: int, val_loss: float, e0_val_loss: fl
     if epoch == gate.epoch and val_loss > gate.limit(e0_val_loss, baseline):
         return "gate"
     return None
+
+
+STOP_REASONS = ("completed", "asha", "gate", "nan", "error")
+
+
+def stop_reason(gate: GateConfig, max_epochs: int, last: dict | None, errored: bool) -> tuple[str, int]:
+    """(why the trial ended, the epoch it ended at) from its last reported result.
+
+    last: the trial's last result (epoch, val_loss, e0_val_loss, baseline_persistence), or
+    None when it reported nothing; errored: the trial raised. A trial that ended before
+    max_epochs without tripping the gate or going non-finite was stopped by ASHA.
+    """
+    epoch = int(last["epoch"]) if last and "epoch" in last else 0
+    if errored or not last or "val_loss" not in last:
+        return "error", epoch
+    if not math.isfinite(last["val_loss"]):
+        return "nan", epoch
+    if epoch >= max_epochs:
+        return "completed", epoch
+    if gate_decision(gate, epoch, last["val_loss"], last["e0_val_loss"], last["baseline_persistence"]) == "gate":
+        return "gate", epoch
+    return "asha", epoch

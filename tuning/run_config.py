@@ -62,8 +62,9 @@ class RunConfig:
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"{section}: {exc}") from None
 
-    def write_yaml(self, path: str | Path, command: str) -> None:
-        """Write atomically, with a header giving the command that runs it."""
+    def write_yaml(self, path: str | Path, command: str, notes: tuple[str, ...] = ()) -> None:
+        """Write atomically, with a header giving the command that runs it (and `notes`, one comment line each)."""
         body = yaml.safe_dump(self.to_dict(), sort_keys=False)
-        text = f"# mamba-tune run configuration. Run it with:\n#   {command}\n{body}"
+        extra = "".join(f"# {note}\n" for note in notes)
+        text = f"# mamba-tune run configuration. Run it with:\n#   {command}\n{extra}{body}"
         write_text_atomic(path, text)

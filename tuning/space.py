@@ -81,6 +81,11 @@ class SweepSpace:
     run: RunConfig = field(default_factory=RunConfig)
 
 
+def with_params(run: RunConfig, params: dict[str, Any]) -> RunConfig:
+    """One trial's run configuration: the space's fixed settings with its sampled parameters set."""
+    return run.replace("train", **{SEARCHABLE[key]: value for key, value in params.items()})
+
+
 def load_space(path: str | Path) -> SweepSpace:
     """Read and validate a search-space YAML; raises ConfigError."""
     return parse_space(read_yaml(path, "search space"), str(path))

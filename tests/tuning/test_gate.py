@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from tuning.gate import GateConfig, gate_decision
+from tuning.gate import GateConfig, gate_decision, stop_reason
 
 
 @pytest.mark.parametrize(
@@ -53,3 +53,21 @@ def test_gate_stops_a_trial_whose_best_is_still_e0():
 def test_gate_config_rejects_invalid_values(values, match):
     with pytest.raises(ValueError, match=match):
         GateConfig(**values)
+
+
+LAST = {"epoch": 2, "val_loss": 0.5, "e0_val_loss": 1.0, "baseline_persistence": 0.4}
+
+
+@pytest.mark.parametrize(
+    ("last", "errored", "expected"),
+    [
+        ({**LAST, "epoch": 6}, False, ("completed", 6)),
+        ({**LAST, "epoch": 3}, False, ("asha", 3)),  # ended early, the gate passed: ASHA stopped it
+        ({**LAST, "val_loss": 0.95}, False, ("gate", 2)),  # at the gate epoch, not 10% better than E0
+        ({**LAST, "val_loss": math.nan, "epoch": 4}, False, ("nan", 4)),
+        ({**LAST, "epoch": 1}, True, ("error", 1)),
+        (None, False, ("error", 0)),  # reported nothing
+    ],
+)
+def test_stop_reason_names_why_a_trial_ended(last, errored, expected):
+    assert stop_reason(GateConfig(epoch=2, ratio_to_e0=0.9), 6, last, errored) == expected

@@ -1,0 +1,159 @@
+"""`mamba-tune sweep / resume / best` end to end, on a real local Ray (integration: a few minutes)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import optuna
+import pyarrow.parquet as pq
+import pytest
+import torch
+import yaml
+from optuna.trial import TrialState
+
+from model.synth import synth_bars
+from tests.tuning.conftest import ROOT, assert_one_line_error
+
+pytestmark = pytest.mark.integration
+
+# Built to show every way a trial ends: the initial points run first, in order. The first
+# learns well; the second's learning rate is too small to get 10% better than E0 by the gate
+# at epoch 2; the third is mediocre and reaches ASHA's rung at epoch 2 after the first.
+SPACE = {
+    "name": "t", "trials": 5, "seed": 0,
+    "search": {"learning_rate": {"low": 1e-7, "high": 1e-2, "log": True},
+               "weight_decay": {"low": 1e-5, "high": 1e-1, "log": True}, "batch_size": {"choices": [64, 128]}},
+    "initial": [{"learning_rate": 3e-3, "weight_decay": 1e-2, "batch_size": 64},
+                {"learning_rate": 1e-7, "weight_decay": 1e-2, "batch_size": 64},
+                {"learning_rate": 1e-3, "weight_decay": 1e-2, "batch_size": 128}],
+    "scheduler": {"max_epochs": 4, "grace_period": 2, "reduction_factor": 2},
+    "gate": {"epoch": 2, "ratio_to_e0": 0.9},
+    "resources": {"workers": 1, "cpus_per_worker": 1},
+    "run": {"data": {"window": 16, "horizon": 4}, "model": {"d_model": 16, "n_layers": 1, "d_state": 16,
+                                                            "headdim": 8, "chunk_size": 16}},
+}
+
+
+@pytest.fixture(scope="module")
+def bars(tmp_path_factory):
+    path = tmp_path_factory.mktemp("data") / "bars.parquet"
+    pq.write_table(synth_bars(1500, seed=1), path)
+    return path
+
+
+def write_space(folder: Path, **changes) -> Path:
+    values = json.loads(json.dumps(SPACE))
+    for section, value in changes.items():
+        values[section] = {**values[section], **value} if isinstance(value, dict) else value
+    path = folder / "space.yaml"
+    path.write_text(yaml.safe_dump(values))
+    return path
+
+
+def sweep_command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "tuning.cli", *map(str, args)]
+
+
+def run(*args: str, timeout: int = 900) -> subprocess.CompletedProcess:
+    return subprocess.run(sweep_command(*args), capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+
+
+def ledger(folder: Path) -> dict[str, dict]:
+    return {r["trial_id"]: r for r in json.loads((folder / "trials.json").read_text())}
+
+
+def test_sweep_stops_trials_by_asha_and_gate_and_its_best_trains_again(bars, tmp_path):
+    storage = tmp_path / "sweeps"
+    done = run("sweep", "--data", bars, "--space", write_space(tmp_path), "--storage", storage)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"study:   sqlite:///{storage / 't' / 'optuna.db'}" in done.stdout
+    records = ledger(storage / "t")
+    reasons = sorted(r["stop_reason"] for r in records.values())
+    assert len(records) == 5 and "gate" in reasons and "asha" in reasons and "completed" in reasons, reasons
+    gated = next(r for r in records.values() if r["stop_reason"] == "gate")
+    assert (gated["params"]["learning_rate"], gated["stop_epoch"]) == (1e-7, 2)
+    assert "rank trial" in done.stdout and "completed@4" in done.stdout  # the leaderboard
+
+    study = optuna.load_study(study_name="t", storage=f"sqlite:///{storage / 't' / 'optuna.db'}")
+    states = {t.user_attrs["ray_trial_id"]: t.state for t in study.trials}
+    assert states == {k: {"completed": TrialState.COMPLETE, "asha": TrialState.PRUNED,
+                          "gate": TrialState.PRUNED}[r["stop_reason"]] for k, r in records.items()}
+
+    exported = run("best", "t", "--storage", storage, "--out", tmp_path / "best.yaml")
+    assert exported.returncode == 0, exported.stderr
+    best = min((r for r in records.values() if r["stop_reason"] == "completed"), key=lambda r: r["best_val_loss"])
+    config = yaml.safe_load((tmp_path / "best.yaml").read_text())
+    assert config["train"]["lr"] == best["params"]["learning_rate"] and config["train"]["epochs"] == 4
+    assert config["model"]["d_model"] == 16 and config["data"]["window"] == 16
+
+    trained = run("train", "--data", bars, "--config", tmp_path / "best.yaml", "--out", tmp_path / "prod")
+    assert trained.returncode == 0, trained.stderr
+    again = min(m["val_loss"] for m in json.loads((tmp_path / "prod" / "metrics.json").read_text()))
+    torch.testing.assert_close(again, best["best_val_loss"], rtol=1e-3, atol=0)  # the trial, reproduced
+
+
+def test_sweep_interrupted_then_resumed_finishes_without_rerunning_trials(bars, tmp_path):
+    storage, space = tmp_path / "sweeps", write_space(tmp_path, trials=4, initial=SPACE["initial"][:1])
+    process = subprocess.Popen(sweep_command("sweep", "--data", bars, "--space", space, "--storage", storage),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    deadline = time.monotonic() + 600
+    while not (storage / "t" / "trials.json").exists() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.5)
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=300)
+    assert process.returncode == 130, stderr[-3000:]
+    assert stderr.strip().splitlines()[-1].startswith("interrupted with ") and "mamba-tune resume t" in stderr
+    before = ledger(storage / "t")
+    assert 1 <= len(before) < 4
+    checkpoints = {k: sorted(p.name for p in (storage / "t" / "train" / k).glob("checkpoint_*")) for k in before}
+
+    resumed = run("resume", "t", "--storage", storage)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    after = ledger(storage / "t")
+    assert len(after) == 4 and all(after[k] == record for k, record in before.items())  # finished ones kept
+    assert all(sorted(p.name for p in (storage / "t" / "train" / k).glob("checkpoint_*")) == names
+               for k, names in checkpoints.items())  # and not run again
+    study = optuna.load_study(study_name="t", storage=f"sqlite:///{storage / 't' / 'optuna.db'}")
+    assert len(study.trials) == 4 and all(t.state != TrialState.RUNNING for t in study.trials)
+    assert sorted(t.user_attrs["ray_trial_id"] for t in study.trials) == sorted(after)
+
+    again = run("resume", "t", "--storage", storage)
+    assert again.returncode == 0 and "nothing to resume" in again.stdout
+
+
+@pytest.mark.parametrize(
+    ("resources", "message"),
+    [({"cpus_per_worker": 8}, "resources: a trial asks for 1 worker(s) of 8 CPU each, the cluster"),
+     ({"gpus_per_trial": 1}, "resources: a trial asks for 1 worker(s) of 1 CPU and 1 GPU each"),
+     ({"workers": 64}, "resources: a trial asks for 64 worker(s)")],
+)
+def test_sweep_refuses_at_once_what_the_cluster_cannot_hold(bars, tmp_path, resources, message):
+    start = time.monotonic()
+    done = run("sweep", "--data", bars, "--space", write_space(tmp_path, resources=resources),
+               "--storage", tmp_path / "sweeps", timeout=120)
+    assert_one_line_error(done, message)
+    assert time.monotonic() - start < 60  # no waiting for resources that never come
+    assert not (tmp_path / "sweeps" / "t" / "sweep.json").exists()  # nothing to resume: nothing started
+
+
+def test_sweep_checks_the_space_before_ray_starts(bars, tmp_path):
+    done = run("sweep", "--data", bars, "--space", write_space(tmp_path, gate={"epoch": 9}), "--storage",
+               tmp_path / "sweeps", timeout=60)
+    assert_one_line_error(done, f"{tmp_path / 'space.yaml'}: gate.epoch 9 is beyond scheduler.max_epochs 4")
+    assert not (tmp_path / "sweeps").exists()
+
+
+def test_sweep_refuses_an_existing_name_and_resume_an_unknown_one(bars, tmp_path):
+    folder = tmp_path / "sweeps" / "t"
+    folder.mkdir(parents=True)
+    (folder / "sweep.json").write_text("{}")
+    done = run("sweep", "--data", bars, "--space", write_space(tmp_path), "--storage", tmp_path / "sweeps")
+    assert_one_line_error(done, "a sweep named 't' already exists")
+    assert (folder / "sweep.json").read_text() == "{}"
+    assert_one_line_error(run("resume", "nope", "--storage", tmp_path / "sweeps"), "no sweep named 'nope'")
+    assert_one_line_error(run("best", "nope", "--storage", tmp_path / "sweeps"), "no sweep named 'nope'")

@@ -1,0 +1,243 @@
+"""`mamba-tune sweep`, `resume` and `best`: run a sweep, continue it, export its best configuration.
+
+Ray, Tune and Optuna are imported only by the commands that use them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import math
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+from tuning.errors import UsageError
+from tuning.ledger import Ledger, TrialRecord, best_record, leaderboard
+from tuning.space import parse_space, with_params
+from tuning.yaml_io import read_yaml
+
+DEFAULT_STORAGE = "runs/sweeps"  # tuning.sweep.DEFAULT_STORAGE, without importing Ray for --help
+
+
+def add_commands(commands: argparse._SubParsersAction) -> None:
+    sweep = commands.add_parser("sweep", help="tune learning rate, weight decay and batch size with Ray Tune")
+    sweep.add_argument("--data", required=True, type=Path, help="Parquet file of bars")
+    sweep.add_argument("--space", required=True, type=Path, help="search space YAML, e.g. search_spaces/smoke.yaml")
+    sweep.add_argument("--name", help="the sweep's name (default: the space's name)")
+    sweep.add_argument("--trials", type=int, help="number of trials (default: the space's)")
+    _storage_and_address(sweep)
+    sweep.set_defaults(run=cmd_sweep)
+
+    resume = commands.add_parser("resume", help="continue an interrupted sweep")
+    resume.add_argument("name", help="the sweep's name")
+    _storage_and_address(resume)
+    resume.set_defaults(run=cmd_resume)
+
+    best = commands.add_parser("best", help="write the best trial's configuration for `mamba-tune train --config`")
+    best.add_argument("name", help="the sweep's name")
+    best.add_argument("--storage", default=DEFAULT_STORAGE, help=f"where the sweep lives (default {DEFAULT_STORAGE})")
+    best.add_argument("--out", type=Path, help="output YAML (default: best.yaml in the sweep's folder)")
+    best.add_argument("--force", action="store_true", help="replace an existing --out file")
+    best.set_defaults(run=cmd_best)
+
+
+def _storage_and_address(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--storage", default=DEFAULT_STORAGE,
+                        help=f"folder or URI for results and checkpoints (default {DEFAULT_STORAGE})")
+    parser.add_argument("--address", help="join a running Ray cluster (auto or HOST:PORT); default: a local Ray")
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    space_values = read_yaml(args.space, "search space")
+    space = parse_space(space_values, str(args.space))  # every problem in the YAML before Ray starts
+    name = args.name or space.name
+    if not name.replace("-", "").replace("_", "").isalnum():
+        raise UsageError(f"--name {name!r}: use letters, digits, '-' or '_'")
+    if args.trials is not None and args.trials < 1:
+        raise UsageError(f"--trials must be a positive integer, got {args.trials}")
+    trials = args.trials or space.trials
+    if not args.data.is_file():
+        raise UsageError(f"--data {args.data}: no such file; make one with `mamba-tune data synth --out {args.data}`")
+
+    from model.data import load_dataset
+    from tuning import sweep
+
+    paths = sweep.sweep_paths(args.storage, name)
+    sweep.check_new(paths)
+    data = load_dataset(args.data, space.run.data)
+    started = sweep.start_ray(args.address)
+    try:
+        plan = sweep.cluster_plan(space)
+        sweep.write_manifest(paths, args.data, space_values, trials, data)
+        args.resume_hint = f"mamba-tune resume {name}" + _storage_flag(args.storage)
+        return _run(sweep, paths, space, data, trials, plan, args, resume=False)
+    finally:
+        if started:
+            sweep.ray.shutdown()
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    from tuning import sweep
+
+    paths = sweep.sweep_paths(args.storage, args.name)
+    manifest, space, data = sweep.load_for_resume(paths)
+    finished = Ledger(paths.folder / sweep.LEDGER).records
+    if len(finished) >= manifest["trials"]:
+        print(f"sweep {args.name} has finished all {manifest['trials']} trials; nothing to resume")
+        _print_leaderboard(list(finished.values()))
+        return 0
+    started = sweep.start_ray(args.address)
+    try:
+        plan = sweep.cluster_plan(space)
+        args.resume_hint = f"mamba-tune resume {args.name}" + _storage_flag(args.storage)
+        return _run(sweep, paths, space, data, manifest["trials"], plan, args, resume=True)
+    finally:
+        if started:
+            sweep.ray.shutdown()
+
+
+def _run(sweep: Any, paths: Any, space: Any, data: Any, trials: int, plan: Any, args: argparse.Namespace,
+         resume: bool) -> int:
+    summary = data.summary
+    print(f"sweep {paths.name}: {trials} trials, {plan.describe()}")
+    print(f"data: {summary['n_bars']:,} bars, {summary['n_train']:,} training / {summary['n_val']:,} validation "
+          f"samples; persistence baseline {data.baselines['persistence']:.4f}")
+    print(f"stopping: ASHA (grace {space.scheduler.grace_period}, reduction {space.scheduler.reduction_factor}, "
+          f"max {space.scheduler.max_epochs} epochs), gate at epoch {space.gate.epoch}")
+    print(f"results: {paths.folder} (trials.json; Ray Tune experiment {paths.experiment})")
+    print(f"study:   {paths.study_url}  (browse: optuna-dashboard {paths.study_url})", flush=True)
+    progress = _Progress(trials)
+    handler = progress.attach()
+    try:
+        outcome = sweep.run(paths, space, data, trials, plan, resume=resume)
+    finally:
+        progress.detach(handler)
+    records = outcome.records
+    print()
+    _print_leaderboard(records)
+    if outcome.interrupted:
+        print(f"interrupted with {len(records)} of {trials} trials finished; continue with `{args.resume_hint}`",
+              file=sys.stderr)
+        return 130
+    best = best_record(records)
+    if best is not None:
+        print(f"\nbest: trial {best.trial_id}; export it with `mamba-tune best {paths.name}"
+              f"{_storage_flag(args.storage)}`")
+    return 0
+
+
+def cmd_best(args: argparse.Namespace) -> int:
+    from tuning import sweep
+
+    paths = sweep.sweep_paths(args.storage, args.name)
+    manifest = sweep.read_manifest(paths)
+    space = parse_space(manifest["space"], str(paths.folder / sweep.MANIFEST))
+    records = list(Ledger(paths.folder / sweep.LEDGER).records.values())
+    best = best_record(records)
+    if best is None:
+        raise UsageError(f"sweep {args.name!r} has no completed trial yet ({len(records)} finished, none ran all "
+                         f"{space.scheduler.max_epochs} epochs); resume it or widen the space")
+    out = args.out or paths.folder / "best.yaml"
+    if out.exists() and not args.force:
+        raise UsageError(f"{out} exists and is never overwritten by default; pass --force or choose another --out")
+    config = with_params(space.run, best.params)
+    command = f"mamba-tune train --data {shlex.quote(manifest['data'])} --config {shlex.quote(str(out))}"
+    notes = (f"The best trial of sweep {args.name}: {best.trial_id}, val_loss {best.best_val_loss:.4f} at epoch "
+             f"{best.best_epoch} of {best.stop_epoch} (E0 {best.e0_val_loss:.4f}, persistence "
+             f"{best.baseline_persistence:.4f}).",
+             f"Train all {config.train.epochs} epochs (the schedule it was tuned with); best.pt keeps the best epoch.")
+    config.write_yaml(out, command, notes)
+    print(f"wrote {out}: lr {config.train.lr:.3g}, weight decay {config.train.weight_decay:.3g}, "
+          f"batch {config.train.batch_size}, {config.train.epochs} epochs (best val_loss {best.best_val_loss:.4f})")
+    print(f"train it: {command}")
+    return 0
+
+
+def _storage_flag(storage: str) -> str:
+    return "" if storage == DEFAULT_STORAGE else f" --storage {shlex.quote(storage)}"
+
+
+def _print_leaderboard(records: list[TrialRecord]) -> None:
+    if not records:
+        print("no trial has finished")
+        return
+    print(f"{'rank':<5}{'trial':<14}{'lr':>9}{'wd':>9}{'batch':>7}  {'ended':<14}{'best val':>9}{'@':>4}"
+          f"{'vs E0':>8}{'vs pers.':>9}")
+    for rank, r in enumerate(leaderboard(records), start=1):
+        p = r.params
+        gain = f"{1 - r.best_val_loss / r.e0_val_loss:+.1%}" if _finite(r.best_val_loss, r.e0_val_loss) else "n/a"
+        pers = f"{r.best_val_loss / r.baseline_persistence:.2f}" if _finite(r.best_val_loss,
+                                                                             r.baseline_persistence) else "n/a"
+        ended = f"{r.stop_reason}@{r.stop_epoch}"
+        print(f"{rank:<5}{_short(r.trial_id):<14}{p.get('learning_rate', math.nan):>9.2e}"
+              f"{p.get('weight_decay', math.nan):>9.2e}{p.get('batch_size', '-'):>7}  "
+              f"{ended:<14}{r.best_val_loss:>9.4f}{r.best_epoch:>4}{gain:>8}{pers:>9}")
+
+
+def _finite(*values: float) -> bool:
+    return all(math.isfinite(v) and v != 0 for v in values)
+
+
+def _short(trial_id: str) -> str:
+    return trial_id[-12:]
+
+
+class _Progress(logging.Handler):
+    """Prints the sweep's events: a line per trial started and ended; a live status line on a terminal."""
+
+    def __init__(self, trials: int) -> None:
+        super().__init__(logging.INFO)
+        self.trials = trials
+        self.live = sys.stderr.isatty()
+        self.status: dict[str, str] = {}
+
+    def attach(self) -> logging.Handler:
+        logger = logging.getLogger("mamba_tune.sweep")
+        logger.setLevel(logging.INFO)
+        logger.propagate = False
+        logger.addHandler(self)
+        return self
+
+    def detach(self, handler: logging.Handler) -> None:
+        logging.getLogger("mamba_tune.sweep").removeHandler(handler)
+        self._clear()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        event = getattr(record, "sweep_event", None)
+        if event is None:
+            return
+        kind, trial = event["kind"], event.get("trial")
+        if kind == "start":
+            p = event["params"]
+            self._line(f"trial {_short(trial)} started: lr {p.get('learning_rate', math.nan):.2e}, "
+                       f"wd {p.get('weight_decay', math.nan):.2e}, batch {p.get('batch_size', '-')}")
+        elif kind == "epoch":
+            self.status[trial] = f"{_short(trial)} e{event['epoch']} val {event['val_loss']:.4f}"
+            if self.live:
+                sys.stderr.write("\r\033[K" + " | ".join(self.status.values()))
+                sys.stderr.flush()
+        elif kind == "end":
+            self._end(event)
+
+    def _end(self, event: dict[str, Any]) -> None:
+        r: TrialRecord = event["record"]
+        self.status.pop(r.trial_id, None)
+        finished = event["finished"]
+        done = sum(f.stop_reason == "completed" for f in finished)
+        best = best_record(finished)
+        best_text = f"best {best.best_val_loss:.4f} ({_short(best.trial_id)})" if best else "no completed trial yet"
+        why = f": {event['error']}" if event.get("error") else ""
+        self._line(f"trial {_short(r.trial_id)} ended {r.stop_reason} at epoch {r.stop_epoch}{why}, best val "
+                   f"{r.best_val_loss:.4f}@{r.best_epoch} | running {event['running']}, finished {len(finished)}/"
+                   f"{self.trials} ({done} completed, {len(finished) - done} stopped) | {best_text}")
+
+    def _line(self, text: str) -> None:
+        self._clear()
+        print(text, flush=True)
+
+    def _clear(self) -> None:
+        if self.live:
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()

@@ -1,0 +1,57 @@
+"""A sweep's record of its finished trials: trials.json in the sweep folder.
+
+Written by the sweep as each trial ends (atomically, so an interrupted sweep keeps every
+finished trial); read by the leaderboard, `mamba-tune best` and `mamba-tune resume`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from model.atomic import write_text_atomic
+
+
+@dataclass(frozen=True)
+class TrialRecord:
+    trial_id: str
+    params: dict[str, Any]  # learning_rate, weight_decay, batch_size as sampled
+    stop_reason: str  # completed | asha | gate | nan | error
+    stop_epoch: int
+    best_val_loss: float  # scaled target units; inf when no epoch was finite
+    best_epoch: int
+    e0_val_loss: float  # the trial's loss before training
+    baseline_persistence: float
+    train_s: float  # seconds inside fit's loop (epochs and E0), summed over the trial's reports
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> TrialRecord:
+        return cls(**values)
+
+
+class Ledger:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.records: dict[str, TrialRecord] = {}
+        if path.exists():
+            self.records = {r["trial_id"]: TrialRecord.from_dict(r) for r in json.loads(path.read_text())}
+
+    def add(self, record: TrialRecord) -> None:
+        self.records[record.trial_id] = record
+        rows = [asdict(r) for r in self.records.values()]
+        write_text_atomic(self.path, json.dumps(rows, indent=1))  # inf / NaN as Python's json writes them
+
+
+def leaderboard(records: list[TrialRecord]) -> list[TrialRecord]:
+    """Completed trials first, then by best val_loss (non-finite last)."""
+    return sorted(records, key=lambda r: (r.stop_reason != "completed",
+                                          r.best_val_loss if math.isfinite(r.best_val_loss) else math.inf))
+
+
+def best_record(records: list[TrialRecord]) -> TrialRecord | None:
+    """The completed trial with the lowest val_loss (None when no trial completed)."""
+    completed = [r for r in records if r.stop_reason == "completed" and math.isfinite(r.best_val_loss)]
+    return min(completed, key=lambda r: r.best_val_loss, default=None)

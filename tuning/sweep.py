@@ -1,0 +1,225 @@
+"""A sweep: Ray Tune runs trials of tuning/trainable.py, Optuna's TPE picks their parameters,
+ASHA and the gate stop the poor ones; resumable after an interruption.
+
+The sweep folder, <storage>/<name>/:
+  sweep.json   what was asked (data, space, trials): `resume` reads it
+  trials.json  every finished trial and why it ended (tuning/ledger.py)
+  optuna.db    the Optuna study (SQLite), for optuna-dashboard
+  tune/        Ray Tune's experiment (its state is synced as a whole, so ours lives beside it)
+  train/       Ray Train's checkpoints, one folder per trial
+Events (trial started, epoch, trial ended) go to the `mamba_tune.sweep` logger; the CLI
+turns them into progress lines. Nothing here prints.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import optuna
+import ray
+import ray.tune
+from ray.tune.experiment import Trial
+
+from model.atomic import write_text_atomic
+from model.data import Dataset, load_dataset
+from model.train import data_identity
+from tuning.errors import UsageError
+from tuning.gate import stop_reason
+from tuning.ledger import Ledger, TrialRecord
+from tuning.resources import TRIAL_DRIVER_RESOURCES, TrialPlan, plan_trials
+from tuning.scheduler import GatedASHA
+from tuning.searcher import make_searcher
+from tuning.space import SweepSpace, parse_space
+from tuning.trainable import TrialSetup, run_trial
+
+DEFAULT_STORAGE = "runs/sweeps"
+MANIFEST, LEDGER, STUDY, TUNE_DIR = "sweep.json", "trials.json", "optuna.db", "tune"
+RAY_ENV = {  # for every Ray process of the sweep
+    "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.5",  # the default 2 s delays every epoch's report by ~1 s
+    "RAY_AIR_NEW_OUTPUT": "0",
+}
+events = logging.getLogger("mamba_tune.sweep")
+
+
+@dataclass(frozen=True)
+class SweepPaths:
+    name: str
+    folder: Path  # local: manifest, ledger, study
+    ray_storage: str  # the Tune experiment's parent: a path, or a URI such as s3://bucket/sweeps
+
+    @property
+    def sweep_storage(self) -> str:
+        return f"{self.ray_storage.rstrip('/')}/{self.name}"
+
+    @property
+    def experiment(self) -> str:
+        return f"{self.sweep_storage}/{TUNE_DIR}"
+
+    @property
+    def study_url(self) -> str:
+        return f"sqlite:///{self.folder / STUDY}"
+
+
+def sweep_paths(storage: str, name: str) -> SweepPaths:
+    """Where a sweep lives: all in <storage>/<name>, or with a URI storage, its local files in runs/sweeps/<name>."""
+    if "://" in storage:
+        return SweepPaths(name, Path(DEFAULT_STORAGE).resolve() / name, storage)
+    root = Path(storage).expanduser().resolve()
+    return SweepPaths(name, root / name, str(root))
+
+
+@dataclass
+class SweepOutcome:
+    paths: SweepPaths
+    trials: int  # asked for
+    records: list[TrialRecord]  # finished trials
+    plan: TrialPlan
+    wall_s: float
+
+    @property
+    def interrupted(self) -> bool:
+        return len(self.records) < self.trials
+
+
+def check_new(paths: SweepPaths) -> None:
+    if (paths.folder / MANIFEST).exists():
+        raise UsageError(f"a sweep named {paths.name!r} already exists in {paths.folder}; continue it with "
+                         f"`mamba-tune resume {paths.name}` or start another with --name")
+
+
+def write_manifest(paths: SweepPaths, data_path: Path, space_values: dict[str, Any], trials: int,
+                   data: Dataset) -> None:
+    """What `resume` needs to continue the sweep exactly as it was asked."""
+    manifest = {"name": paths.name, "data": str(data_path.resolve()), "space": space_values, "trials": trials,
+                "ray_storage": paths.ray_storage, "data_identity": data_identity(data),
+                "created": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+    write_text_atomic(paths.folder / MANIFEST, json.dumps(manifest, indent=1))
+
+
+def read_manifest(paths: SweepPaths) -> dict[str, Any]:
+    if not (paths.folder / MANIFEST).exists():
+        raise UsageError(f"no sweep named {paths.name!r} in {paths.folder.parent}; list them with "
+                         f"`ls {paths.folder.parent}` or pass the --storage it was started with")
+    return json.loads((paths.folder / MANIFEST).read_text())
+
+
+def load_for_resume(paths: SweepPaths) -> tuple[dict[str, Any], SweepSpace, Dataset]:
+    """The manifest, the space as it was, and the same data (refused if the file changed)."""
+    manifest = read_manifest(paths)
+    space = parse_space(manifest["space"], str(paths.folder / MANIFEST))
+    data = load_dataset(Path(manifest["data"]), space.run.data)
+    if data_identity(data) != manifest["data_identity"]:
+        raise UsageError(f"{manifest['data']} has changed since sweep {paths.name!r} started, so its trials "
+                         "cannot continue on it; restore the file or start a new sweep")
+    return manifest, space, data
+
+
+def start_ray(address: str | None) -> bool:
+    """Join the cluster at `address` ("auto", HOST:PORT) or start a local one; True when started here."""
+    if ray.is_initialized():
+        return False
+    os.environ.update(RAY_ENV)  # this process is Tune's driver
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    logging.getLogger("ray.tune").setLevel(logging.ERROR)  # its interruption and restore hints name its API, not ours
+    logging.getLogger("ray._private.authentication").setLevel(logging.ERROR)  # "token auth is on": nothing to do
+    try:
+        # The dashboard serves Ray's state API, which Ray Train's placement-group cleaner needs
+        # to free a stopped trial's workers: without it, trials stopped by ASHA leak their CPUs.
+        ray.init(address=address, include_dashboard=True, log_to_driver=False, logging_level=logging.WARNING,
+                 runtime_env={"env_vars": RAY_ENV})
+    except ConnectionError as exc:
+        raise UsageError(f"--address {address}: no Ray cluster answers there ({exc}); start one with "
+                         "`ray start --head` or check the address") from None
+    return address is None
+
+
+def cluster_plan(space: SweepSpace) -> TrialPlan:
+    """Concurrency and per-worker resources for this cluster (raises ResourceError)."""
+    return plan_trials(space.resources, [node["Resources"] for node in ray.nodes() if node["Alive"]])
+
+
+def run(paths: SweepPaths, space: SweepSpace, data: Dataset, trials: int, plan: TrialPlan,
+        resume: bool = False) -> SweepOutcome:
+    """Run (or continue) the sweep until every trial has ended or it is interrupted."""
+    start = time.perf_counter()
+    setup = TrialSetup(run=space.run.to_dict(), dataset=ray.put(data), plan=plan,
+                       storage=f"{paths.sweep_storage}/train")
+    trainable = ray.tune.with_resources(ray.tune.with_parameters(run_trial, setup=setup), TRIAL_DRIVER_RESOURCES)
+    if resume:
+        tuner = ray.tune.Tuner.restore(paths.experiment, trainable, resume_unfinished=True, resume_errored=False)
+    else:
+        tuner = ray.tune.Tuner(
+            trainable,
+            tune_config=ray.tune.TuneConfig(
+                search_alg=make_searcher(space, paths.study_url, paths.name),
+                scheduler=GatedASHA(space.scheduler, space.gate), num_samples=trials,
+                max_concurrent_trials=plan.concurrency,
+                reuse_actors=False),  # a stopped trial's thread is still in TorchTrainer.fit: no reuse
+            run_config=ray.tune.RunConfig(
+                name=TUNE_DIR, storage_path=paths.sweep_storage, verbose=0,
+                callbacks=[SweepCallback(paths.folder / LEDGER, space)]),
+        )
+    tuner.fit()
+    records = list(Ledger(paths.folder / LEDGER).records.values())
+    return SweepOutcome(paths, trials, records, plan, time.perf_counter() - start)
+
+
+class SweepCallback(ray.tune.Callback):
+    """Records each finished trial in the ledger and logs the sweep's events."""
+
+    def __init__(self, ledger_path: Path, space: SweepSpace) -> None:
+        self.ledger_path, self.gate, self.max_epochs = ledger_path, space.gate, space.scheduler.max_epochs
+        self.train_s: dict[str, float] = {}
+
+    def on_trial_start(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
+        events.info("start", extra={"sweep_event": {"kind": "start", "trial": trial.trial_id,
+                                                    "params": dict(trial.config)}})
+
+    def on_trial_result(self, iteration: int, trials: list[Trial], trial: Trial, result: dict, **info: Any) -> None:
+        self.train_s[trial.trial_id] = self.train_s.get(trial.trial_id, 0.0) + result.get("epoch_s", 0.0)
+        events.info("epoch", extra={"sweep_event": {"kind": "epoch", "trial": trial.trial_id, **_epoch(result)}})
+
+    def on_trial_complete(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
+        self._finish(trials, trial, errored=False)
+
+    def on_trial_error(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
+        self._finish(trials, trial, errored=True)
+
+    def _finish(self, trials: list[Trial], trial: Trial, errored: bool) -> None:
+        last = trial.last_result or None
+        reason, epoch = stop_reason(self.gate, self.max_epochs, last, errored)
+        last = last or {}
+        record = TrialRecord(
+            trial_id=trial.trial_id, params=dict(trial.config), stop_reason=reason, stop_epoch=epoch,
+            best_val_loss=float(last.get("best_val_loss", float("inf"))), best_epoch=int(last.get("best_epoch", 0)),
+            e0_val_loss=float(last.get("e0_val_loss", float("nan"))),
+            baseline_persistence=float(last.get("baseline_persistence", float("nan"))),
+            train_s=self.train_s.get(trial.trial_id, 0.0))
+        ledger = Ledger(self.ledger_path)
+        ledger.add(record)
+        running = sum(t.status == Trial.RUNNING and t is not trial for t in trials)
+        events.info("end", extra={"sweep_event": {
+            "kind": "end", "record": record, "running": running, "finished": list(ledger.records.values()),
+            "error": _error_line(trial) if errored else None}})
+
+
+def _epoch(result: dict[str, Any]) -> dict[str, Any]:
+    keys = ("epoch", "train_loss", "val_loss", "best_val_loss", "e0_val_loss", "epoch_s")
+    return {k: result[k] for k in keys if k in result}
+
+
+def _error_line(trial: Trial) -> str:
+    """The last line of the trial's error (its type and message)."""
+    path = getattr(trial, "error_file", None)
+    try:
+        lines = [line for line in Path(path).read_text().splitlines() if line.strip()] if path else []
+    except OSError:
+        lines = []
+    return lines[-1].strip() if lines else "see the trial's error.txt"

@@ -1,0 +1,95 @@
+"""One trial: a Tune function trainable that runs `model.train.fit` under Ray Train.
+
+    Tune trial (run_trial, the driver) ── TorchTrainer.fit ──▶ workers (train_worker)
+        each worker: the shared dataset from the object store -> fit(report=...) ->
+        ray.train.report(metrics, checkpoint) every epoch; TuneReportCallback relays
+        rank 0's reports to the Tune trial, where the scheduler reads them.
+
+Ray Train 2.60's pattern (Train V2), not the deprecated Tuner(trainer). Checkpoints live
+in Train's storage under the trial's id; a restarted worker (FailureConfig) or a resumed
+sweep (same name, same storage) continues from the latest one.
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import ray
+import ray.train
+import ray.tune
+from ray.train.torch import TorchTrainer
+from ray.tune.integration.ray_train import TuneReportCallback
+
+from model.train import fit
+from tuning.resources import TrialPlan
+from tuning.run_config import RunConfig
+from tuning.space import with_params
+
+CHECKPOINT_FILES = ("last.pt", "best.pt")
+
+
+@dataclass(frozen=True)
+class TrialSetup:
+    """What every trial of a sweep shares; built once by the sweep."""
+
+    run: dict[str, Any]  # RunConfig.to_dict(): the fixed data / model / train settings
+    dataset: ray.ObjectRef  # the Dataset, loaded once by the sweep
+    plan: TrialPlan
+    storage: str  # Ray Train's storage for trial checkpoints (a path every node sees, or a URI)
+    max_failures: int = 2  # worker failures a trial survives, each resumed from its latest checkpoint
+
+
+def run_trial(params: dict[str, Any], setup: TrialSetup) -> None:
+    """Tune function trainable: launch one TorchTrainer for this trial's parameters."""
+    trial_id = ray.tune.get_context().get_trial_id()
+    run = with_params(RunConfig.from_dict(setup.run), params)
+    trainer = TorchTrainer(
+        train_worker,
+        train_loop_config={"run": run.to_dict(), "dataset": setup.dataset},
+        scaling_config=ray.train.ScalingConfig(
+            num_workers=setup.plan.workers, use_gpu=setup.plan.gpus_per_worker > 0,
+            resources_per_worker=setup.plan.worker_resources()),
+        run_config=ray.train.RunConfig(
+            name=trial_id, storage_path=setup.storage, callbacks=[TuneReportCallback()],
+            failure_config=ray.train.FailureConfig(max_failures=setup.max_failures),
+            checkpoint_config=ray.train.CheckpointConfig(num_to_keep=1)),  # last.pt + best.pt: the latest is all
+    )
+    trainer.fit()
+
+
+def train_worker(config: dict[str, Any]) -> None:
+    """Ray Train worker: fit() with its reports going to Ray Train, resuming from the latest checkpoint."""
+    run = RunConfig.from_dict(config["run"])
+    data = ray.get(config["dataset"])  # zero-copy views of the object store's arrays
+    rank = ray.train.get_context().get_world_rank()
+    local = Path(tempfile.mkdtemp(prefix="mamba-tune-trial-"))
+    try:
+        resume = _restore_latest(local)
+
+        def report(metrics: dict[str, Any], checkpoint: Path | None) -> None:
+            keep = rank == 0 and checkpoint is not None  # one copy of the checkpoint, from rank 0
+            ray.train.report(metrics, checkpoint=ray.train.Checkpoint.from_directory(local) if keep else None)
+
+        result = fit(run.train, run.model, data, report=report, checkpoint_dir=local, resume=resume)
+        if result.status == "nan":  # fit saved nothing from the diverged epoch: say so, the scheduler stops it
+            last = result.history[-1] if result.history else {}
+            ray.train.report({**last, "epoch": result.stop_epoch, "train_loss": math.nan, "val_loss": math.nan})
+    finally:
+        shutil.rmtree(local, ignore_errors=True)
+
+
+def _restore_latest(local: Path) -> bool:
+    """Copy the latest checkpoint's files into `local`; True when there was one."""
+    checkpoint = ray.train.get_checkpoint()
+    if checkpoint is None:
+        return False
+    with checkpoint.as_directory() as folder:
+        for name in CHECKPOINT_FILES:
+            if (Path(folder) / name).exists():
+                shutil.copy2(Path(folder) / name, local / name)
+    return (local / "last.pt").exists()
