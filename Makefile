@@ -28,9 +28,11 @@ endif
 
 demo: $(STAMP)
 	rm -rf runs/demo
-	$(VENV)/bin/mamba-tune data synth --out runs/demo/bars.parquet --bars 6000
+	$(VENV)/bin/mamba-tune data synth --out runs/demo/bars.parquet --bars 3000
 	$(VENV)/bin/mamba-tune data check runs/demo/bars.parquet
-	$(VENV)/bin/mamba-tune train --data runs/demo/bars.parquet --config configs/demo.yaml --out runs/demo/train
+	$(VENV)/bin/mamba-tune sweep --data runs/demo/bars.parquet --space search_spaces/smoke.yaml --storage runs/demo/sweeps
+	$(VENV)/bin/mamba-tune best smoke --storage runs/demo/sweeps --out runs/demo/best.yaml
+	$(VENV)/bin/mamba-tune train --data runs/demo/bars.parquet --config runs/demo/best.yaml --out runs/demo/train
 
 test: $(STAMP)
 	$(PY) -m pytest -q
@@ -42,6 +44,8 @@ bench: $(STAMP)
 	$(PY) bench/model_throughput.py
 	$(PY) bench/train_epoch.py
 	$(PY) bench/data_pipeline.py
+	$(PY) bench/sweep_overhead.py
+	$(PY) bench/search_efficiency.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -122,9 +122,13 @@ def _run(sweep: Any, paths: Any, space: Any, data: Any, trials: int, plan: Any, 
               file=sys.stderr)
         return 130
     best = best_record(records)
-    if best is not None:
-        print(f"\nbest: trial {best.trial_id}; export it with `mamba-tune best {paths.name}"
-              f"{_storage_flag(args.storage)}`")
+    if best is None:
+        reasons = ", ".join(f"{n} {k}" for k in ("asha", "gate", "nan", "error")
+                            if (n := sum(r.stop_reason == k for r in records)))
+        print(f"error: no trial ran all {space.scheduler.max_epochs} epochs ({reasons}); see "
+              f"{paths.folder}/trials.json, then widen the space or relax the gate", file=sys.stderr)
+        return 1
+    print(f"\nbest: trial {best.trial_id}; export it with `mamba-tune best {paths.name}{_storage_flag(args.storage)}`")
     return 0
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import socket
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -125,19 +126,33 @@ def start_ray(address: str | None) -> bool:
     """Join the cluster at `address` ("auto", HOST:PORT) or start a local one; True when started here."""
     if ray.is_initialized():
         return False
+    if address not in (None, "auto"):
+        _check_reachable(address)  # ray.init retries an address nobody answers at for minutes
     os.environ.update(RAY_ENV)  # this process is Tune's driver
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     logging.getLogger("ray.tune").setLevel(logging.ERROR)  # its interruption and restore hints name its API, not ours
     logging.getLogger("ray._private.authentication").setLevel(logging.ERROR)  # "token auth is on": nothing to do
     try:
-        # The dashboard serves Ray's state API, which Ray Train's placement-group cleaner needs
-        # to free a stopped trial's workers: without it, trials stopped by ASHA leak their CPUs.
-        ray.init(address=address, include_dashboard=True, log_to_driver=False, logging_level=logging.WARNING,
-                 runtime_env={"env_vars": RAY_ENV})
+        # A local Ray gets the dashboard: it serves Ray's state API, which Ray Train's placement-group
+        # cleaner needs to free a stopped trial's workers (without it, trials ASHA stops leak their CPUs).
+        local = {"include_dashboard": True} if address is None else {}
+        ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING,
+                 runtime_env={"env_vars": RAY_ENV}, **local)
     except ConnectionError as exc:
         raise UsageError(f"--address {address}: no Ray cluster answers there ({exc}); start one with "
                          "`ray start --head` or check the address") from None
     return address is None
+
+
+def _check_reachable(address: str, timeout_s: float = 5.0) -> None:
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        raise UsageError(f"--address {address!r} is not HOST:PORT or auto, e.g. --address 10.0.0.5:6379")
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+    except OSError as exc:
+        raise UsageError(f"--address {address}: no Ray cluster answers there ({exc.strerror or exc}); start one "
+                         "with `ray start --head` or check the address") from None
 
 
 def cluster_plan(space: SweepSpace) -> TrialPlan:

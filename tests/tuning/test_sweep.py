@@ -157,3 +157,34 @@ def test_sweep_refuses_an_existing_name_and_resume_an_unknown_one(bars, tmp_path
     assert (folder / "sweep.json").read_text() == "{}"
     assert_one_line_error(run("resume", "nope", "--storage", tmp_path / "sweeps"), "no sweep named 'nope'")
     assert_one_line_error(run("best", "nope", "--storage", tmp_path / "sweeps"), "no sweep named 'nope'")
+
+
+def test_sweep_trial_survives_a_killed_worker_and_resumes_from_its_checkpoint(bars, tmp_path):
+    storage = tmp_path / "sweeps"
+    space = write_space(tmp_path, trials=1, initial=SPACE["initial"][:1], scheduler={"max_epochs": 40})
+    process = subprocess.Popen(sweep_command("sweep", "--data", bars, "--space", space, "--storage", storage),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and process.poll() is None:  # until a few epochs are checkpointed
+        if any((storage / "t" / "train").glob("*/checkpoint_*")):
+            break
+        time.sleep(0.1)
+    time.sleep(2)
+    killed = subprocess.run(["pkill", "-9", "-f", "ray::RayTrainWorker"], capture_output=True)
+    assert killed.returncode == 0, "no Ray Train worker to kill"
+    _, stderr = process.communicate(timeout=600)
+    assert process.returncode == 0, stderr[-3000:]
+    (record,) = ledger(storage / "t").values()
+    assert (record["stop_reason"], record["stop_epoch"]) == ("completed", 40)
+    result_file = next((storage / "t" / "tune").glob("run_trial_*/result.json"))
+    epochs = [json.loads(line)["epoch"] for line in result_file.read_text().splitlines()]
+    assert epochs[0] == 0 and epochs.count(0) == 1, epochs  # resumed from a checkpoint, not restarted
+    assert epochs[-1] == 40 and sorted(set(epochs)) == list(range(41)), epochs
+
+
+def test_sweep_refuses_an_address_where_no_ray_answers(bars, tmp_path):
+    start = time.monotonic()
+    done = run("sweep", "--data", bars, "--space", write_space(tmp_path), "--storage", tmp_path / "sweeps",
+               "--address", "127.0.0.1:1", timeout=120)
+    assert_one_line_error(done, "--address 127.0.0.1:1: no Ray cluster answers there")
+    assert time.monotonic() - start < 60 and not (tmp_path / "sweeps" / "t" / "sweep.json").exists()

@@ -1,0 +1,116 @@
+"""Search efficiency: the epochs ASHA plus the gate spend against running every trial to the end.
+
+Run by hand:  .venv/bin/python bench/search_efficiency.py [--configs 16] [--max-epochs 20]
+One fixed set of configurations (the space's initial point, then seeded random samples)
+is trained to max epochs once with fit(), recording every epoch's val_loss and seconds.
+The same curves are then replayed through the sweep's own scheduler (tuning/scheduler.py:
+ASHA behind the gate), trials starting in order as `concurrency` slots free up, in the
+recorded seconds. Prints JSON: epochs spent with early stopping against the full budget,
+and the regret of the best val_loss the stopped sweep keeps against the full-budget best.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import heapq
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import optuna  # noqa: E402
+import pyarrow.parquet as pq  # noqa: E402
+from ray.tune.schedulers import TrialScheduler  # noqa: E402
+
+from model.data import load_dataset  # noqa: E402
+from model.synth import synth_bars  # noqa: E402
+from model.train import fit  # noqa: E402
+from tuning.scheduler import GatedASHA  # noqa: E402
+from tuning.searcher import optuna_space  # noqa: E402
+from tuning.space import load_space, with_params  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclasses.dataclass
+class _Trial:  # what the scheduler reads of a Tune trial
+    trial_id: str
+
+
+def sample_configs(space, count: int, seed: int) -> list[dict]:
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=seed))
+    distributions = optuna_space(space)
+    configs = [dict(p) for p in space.initial]
+    while len(configs) < count:
+        configs.append(study.ask(distributions).params)
+    return configs[:count]
+
+
+def replay(curves: list[list[dict]], scheduler: GatedASHA, concurrency: int) -> list[int]:
+    """The epoch each trial ends at under `scheduler`, with `concurrency` trials running at once."""
+    stop = [len(c) - 1 for c in curves]
+    events: list[tuple[float, int, int]] = []  # (time, trial, epoch) when that epoch's result arrives
+    waiting = list(range(len(curves)))
+
+    def start(trial: int, now: float) -> None:
+        scheduler.on_trial_add(None, _Trial(str(trial)))
+        heapq.heappush(events, (now + curves[trial][0]["epoch_s"], trial, 0))
+
+    for _ in range(min(concurrency, len(waiting))):
+        start(waiting.pop(0), 0.0)
+    while events:
+        now, trial, epoch = heapq.heappop(events)
+        result = curves[trial][epoch]
+        decision = scheduler.on_trial_result(None, _Trial(str(trial)), result)
+        if decision == TrialScheduler.STOP or epoch == len(curves[trial]) - 1:
+            stop[trial] = epoch
+            scheduler.on_trial_complete(None, _Trial(str(trial)), result)
+            if waiting:
+                start(waiting.pop(0), now)
+        else:
+            heapq.heappush(events, (now + curves[trial][epoch + 1]["epoch_s"], trial, epoch + 1))
+    return stop
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--space", type=Path, default=ROOT / "search_spaces/smoke.yaml")
+    parser.add_argument("--configs", type=int, default=16)
+    parser.add_argument("--max-epochs", type=int, default=20)
+    parser.add_argument("--bars", type=int, default=3000)
+    parser.add_argument("--concurrency", type=int, default=2)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    space = load_space(args.space)
+    space = dataclasses.replace(space, scheduler=dataclasses.replace(space.scheduler, max_epochs=args.max_epochs))
+    with tempfile.TemporaryDirectory() as folder:
+        bars = Path(folder) / "bars.parquet"
+        pq.write_table(synth_bars(args.bars, seed=0), bars)
+        data = load_dataset(bars, space.run.data)
+    configs = sample_configs(space, args.configs, args.seed)
+    curves = []
+    for params in configs:
+        run = with_params(space.run, params).replace("train", epochs=args.max_epochs)
+        result = fit(run.train, run.model, data)
+        curves.append(result.history)  # a diverged trial's curve ends at its last finite epoch
+    stop = replay(curves, GatedASHA(space.scheduler, space.gate), args.concurrency)
+
+    full_best = min(c[-1]["best_val_loss"] for c in curves)
+    completed = [i for i, c in enumerate(curves) if stop[i] == args.max_epochs]
+    kept_best = min((curves[i][-1]["best_val_loss"] for i in completed), default=float("inf"))
+    print(json.dumps({
+        "configs": len(configs), "max_epochs": args.max_epochs, "concurrency": args.concurrency,
+        "scheduler": dataclasses.asdict(space.scheduler), "gate": dataclasses.asdict(space.gate),
+        "epochs_full_budget": len(configs) * args.max_epochs, "epochs_with_stopping": sum(stop),
+        "epoch_fraction": round(sum(stop) / (len(configs) * args.max_epochs), 3),
+        "stop_epochs": stop, "completed": len(completed),
+        "best_val_loss_full_budget": round(full_best, 5), "best_val_loss_with_stopping": round(kept_best, 5),
+        "regret": round(kept_best / full_best - 1, 4), "targets": {"epoch_fraction": 0.35, "regret": 0.02},
+    }, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,63 @@
+"""Orchestration overhead of a sweep: Ray Tune + Ray Train + Optuna around the training loop.
+
+Run by hand:  .venv/bin/python bench/sweep_overhead.py [--space search_spaces/smoke.yaml] [--bars 3000]
+Runs the space's sweep on synthetic bars on a local Ray and prints JSON: the sweep's wall
+time against (the sum of its trials' time inside fit's loop) / concurrency (1.0 would be
+no overhead), and the overhead per trial in seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import pyarrow.parquet as pq  # noqa: E402
+
+from model.data import load_dataset  # noqa: E402
+from model.synth import synth_bars  # noqa: E402
+from tuning import sweep  # noqa: E402
+from tuning.space import load_space  # noqa: E402
+from tuning.yaml_io import read_yaml  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--space", type=Path, default=ROOT / "search_spaces/smoke.yaml")
+    parser.add_argument("--bars", type=int, default=3000)
+    parser.add_argument("--trials", type=int)
+    args = parser.parse_args()
+    space = load_space(args.space)
+    trials = args.trials or space.trials
+    with tempfile.TemporaryDirectory() as folder:
+        bars = Path(folder) / "bars.parquet"
+        pq.write_table(synth_bars(args.bars, seed=0), bars)
+        data = load_dataset(bars, space.run.data)
+        paths = sweep.sweep_paths(str(Path(folder) / "sweeps"), space.name)
+        sweep.start_ray(None)
+        plan = sweep.cluster_plan(space)
+        sweep.write_manifest(paths, bars, read_yaml(args.space, "space"), trials, data)
+        outcome = sweep.run(paths, space, data, trials, plan)
+        sweep.ray.shutdown()
+    in_loop = sum(r.train_s for r in outcome.records)
+    ideal = in_loop / plan.concurrency
+    print(json.dumps({
+        "space": str(args.space), "trials": len(outcome.records), "concurrency": plan.concurrency,
+        "epochs_run": sum(r.stop_epoch for r in outcome.records),
+        "stop_reasons": {k: sum(r.stop_reason == k for r in outcome.records)
+                         for k in ("completed", "asha", "gate", "nan", "error")},
+        "sweep_wall_s": round(outcome.wall_s, 1), "in_loop_train_s_sum": round(in_loop, 1),
+        "overhead_ratio": round(outcome.wall_s / ideal, 2),
+        "overhead_s_per_trial": round((outcome.wall_s * plan.concurrency - in_loop) / len(outcome.records), 1),
+        "target_ratio": 1.15,
+    }, indent=2))
+
+
+if __name__ == "__main__":
+    main()
