@@ -7,7 +7,8 @@ total)` after each batch; callers pass their own.
 Data parallel: when torch.distributed is initialised with several processes (Ray Train's
 workers), each process takes every world-th sample of each batch, the model is wrapped in
 DistributedDataParallel and the losses are summed over processes: the same gradient and
-metrics as one process running the whole batch.
+metrics as one process running the whole batch (a last batch with fewer samples than
+processes is skipped).
 """
 
 from __future__ import annotations
@@ -146,7 +147,11 @@ def fit(
         weight_decay_groups(model, train_config.weight_decay), lr=train_config.lr, betas=train_config.betas,
         eps=train_config.eps, **({"fused": True} if device.type == "cuda" else {"foreach": True}),
     )
-    steps_per_epoch = math.ceil(len(data.train_index) / train_config.batch_size)
+    if train_config.batch_size < world:
+        raise ValueError(f"batch_size {train_config.batch_size} is smaller than the {world} workers sharing each "
+                         "batch; raise batch_size or use fewer workers")
+    full, rest = divmod(len(data.train_index), train_config.batch_size)
+    steps_per_epoch = full + (rest >= world if rest else 0)  # a last batch smaller than the world is skipped
     total_steps = steps_per_epoch * train_config.epochs
     warmup = round(train_config.warmup_fraction * total_steps)
     scheduler = torch.optim.lr_scheduler.LambdaLR(

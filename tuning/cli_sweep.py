@@ -82,7 +82,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     from tuning import sweep
 
     paths = sweep.sweep_paths(args.storage, args.name)
-    manifest, space, data = sweep.load_for_resume(paths)
+    paths, manifest, space, data = sweep.load_for_resume(paths)
     finished = Ledger(paths.folder / sweep.LEDGER).records
     if len(finished) >= manifest["trials"]:
         print(f"sweep {args.name} has finished all {manifest['trials']} trials; nothing to resume")

@@ -13,11 +13,13 @@ optuna-dashboard.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from typing import Any
 
 import optuna
 from optuna.distributions import CategoricalDistribution, FloatDistribution
+from optuna.exceptions import UpdateFinishedTrialError
 from optuna.trial import TrialState
 from ray.tune.search.optuna import OptunaSearch
 
@@ -57,7 +59,8 @@ class StateAwareOptunaSearch(OptunaSearch):
         if trial_id in self._completed_trials or not math.isfinite(result["val_loss"]):
             return
         if (trial_id, result["epoch"]) not in self.reported:
-            self._ot_trials[trial_id].report(result["val_loss"], step=result["epoch"])  # step = epoch (E0: 0)
+            with contextlib.suppress(UpdateFinishedTrialError):  # told already, before an unsaved interruption
+                self._ot_trials[trial_id].report(result["val_loss"], step=result["epoch"])  # step = epoch (E0: 0)
             self.reported.add((trial_id, result["epoch"]))
 
     def on_trial_complete(self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False) -> None:
@@ -67,9 +70,11 @@ class StateAwareOptunaSearch(OptunaSearch):
             self.on_trial_result(trial_id, result)
         trial = self._ot_trials[trial_id]
         reason, epoch = stop_reason(self.gate, self.max_epochs, result, error)
-        for key, value in (("stop_reason", reason), ("stop_epoch", epoch), ("ray_trial_id", trial_id)):
-            trial.set_user_attr(key, value)
+        with contextlib.suppress(UpdateFinishedTrialError):
+            for key, value in (("stop_reason", reason), ("stop_epoch", epoch), ("ray_trial_id", trial_id)):
+                trial.set_user_attr(key, value)
         state = STATES[reason]
         value = result["best_val_loss"] if state == TrialState.COMPLETE else None
-        self._ot_study.tell(trial, value, state=state)
+        with contextlib.suppress(UpdateFinishedTrialError):
+            self._ot_study.tell(trial, value, state=state)
         self._completed_trials.add(trial_id)

@@ -111,15 +111,16 @@ def read_manifest(paths: SweepPaths) -> dict[str, Any]:
     return json.loads((paths.folder / MANIFEST).read_text())
 
 
-def load_for_resume(paths: SweepPaths) -> tuple[dict[str, Any], SweepSpace, Dataset]:
-    """The manifest, the space as it was, and the same data (refused if the file changed)."""
+def load_for_resume(paths: SweepPaths) -> tuple[SweepPaths, dict[str, Any], SweepSpace, Dataset]:
+    """The sweep's paths and manifest, the space as it was, and the same data (refused if the file changed)."""
     manifest = read_manifest(paths)
+    paths = SweepPaths(paths.name, paths.folder, manifest["ray_storage"])  # where it ran, e.g. s3://...
     space = parse_space(manifest["space"], str(paths.folder / MANIFEST))
     data = load_dataset(Path(manifest["data"]), space.run.data)
     if data_identity(data) != manifest["data_identity"]:
         raise UsageError(f"{manifest['data']} has changed since sweep {paths.name!r} started, so its trials "
                          "cannot continue on it; restore the file or start a new sweep")
-    return manifest, space, data
+    return paths, manifest, space, data
 
 
 def start_ray(address: str | None) -> bool:
@@ -145,7 +146,10 @@ def start_ray(address: str | None) -> bool:
 
 
 def _check_reachable(address: str, timeout_s: float = 5.0) -> None:
-    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if address.startswith("ray://"):
+        raise UsageError(f"--address {address}: Ray Client addresses are not supported (the sweep's records are "
+                         "written where its driver runs); use HOST:PORT of the head node, or `ray job submit`")
+    host, _, port = address.rpartition(":")
     if not host or not port.isdigit():
         raise UsageError(f"--address {address!r} is not HOST:PORT or auto, e.g. --address 10.0.0.5:6379")
     try:
@@ -168,6 +172,9 @@ def run(paths: SweepPaths, space: SweepSpace, data: Dataset, trials: int, plan: 
                        storage=f"{paths.sweep_storage}/train")
     trainable = ray.tune.with_resources(ray.tune.with_parameters(run_trial, setup=setup), TRIAL_DRIVER_RESOURCES)
     if resume:
+        if not ray.tune.Tuner.can_restore(paths.experiment):
+            raise UsageError(f"sweep {paths.name!r} was stopped before Ray Tune saved its state, so there is "
+                             f"nothing to resume; remove {paths.folder} and start it again")
         tuner = ray.tune.Tuner.restore(paths.experiment, trainable, resume_unfinished=True, resume_errored=False)
     else:
         tuner = ray.tune.Tuner(

@@ -48,6 +48,8 @@ def run_trial(params: dict[str, Any], setup: TrialSetup) -> None:
     """Tune function trainable: launch one TorchTrainer for this trial's parameters."""
     trial_id = ray.tune.get_context().get_trial_id()
     run = with_params(RunConfig.from_dict(setup.run), params)
+    if setup.plan.gpus_per_worker == 0:  # Ray does not hide GPUs from a worker that reserved none
+        run = run.replace("train", device="cpu")
     trainer = TorchTrainer(
         train_worker,
         train_loop_config={"run": run.to_dict(), "dataset": setup.dataset},
@@ -77,7 +79,9 @@ def train_worker(config: dict[str, Any]) -> None:
 
         result = fit(run.train, run.model, data, report=report, checkpoint_dir=local, resume=resume)
         if result.status == "nan":  # fit saved nothing from the diverged epoch: say so, the scheduler stops it
-            last = result.history[-1] if result.history else {}
+            last = result.history[-1] if result.history else {  # E0 itself was non-finite
+                "best_val_loss": math.inf, "e0_val_loss": math.nan, "best_epoch": 0,
+                "baseline_persistence": data.baselines["persistence"]}
             ray.train.report({**last, "epoch": result.stop_epoch, "train_loss": math.nan, "val_loss": math.nan})
     finally:
         shutil.rmtree(local, ignore_errors=True)
