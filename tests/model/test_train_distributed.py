@@ -34,6 +34,7 @@ def _worker(rank: int, world: int, port: int, path: str, out: str) -> None:
         result = fit(CONFIG, SMALL_MODEL, data)
         if rank == 0:
             torch.save([[m["train_loss"], m["val_loss"]] for m in result.history], out)
+        dist.barrier()  # neither process tears gloo down while the other still uses it
     finally:
         dist.destroy_process_group()
 
