@@ -15,10 +15,9 @@ from typing import Any
 
 from tuning.errors import UsageError
 from tuning.ledger import Ledger, TrialRecord, best_record, leaderboard
-from tuning.space import parse_space, with_params
+from tuning.space import parse_space, valid_name, with_params
+from tuning.sweep_files import DEFAULT_STORAGE, LEDGER, MANIFEST
 from tuning.yaml_io import read_yaml
-
-DEFAULT_STORAGE = "runs/sweeps"  # tuning.sweep.DEFAULT_STORAGE, without importing Ray for --help
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
@@ -53,7 +52,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     space_values = read_yaml(args.space, "search space")
     space = parse_space(space_values, str(args.space))  # every problem in the YAML before Ray starts
     name = args.name or space.name
-    if not name.replace("-", "").replace("_", "").isalnum():
+    if not valid_name(name):
         raise UsageError(f"--name {name!r}: use letters, digits, '-' or '_'")
     if args.trials is not None and args.trials < 1:
         raise UsageError(f"--trials must be a positive integer, got {args.trials}")
@@ -83,7 +82,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
     paths = sweep.sweep_paths(args.storage, args.name)
     paths, manifest, space, data = sweep.load_for_resume(paths)
-    finished = Ledger(paths.folder / sweep.LEDGER).records
+    finished = Ledger(paths.folder / LEDGER).records
     if len(finished) >= manifest["trials"]:
         print(f"sweep {args.name} has finished all {manifest['trials']} trials; nothing to resume")
         _print_leaderboard(list(finished.values()))
@@ -137,8 +136,8 @@ def cmd_best(args: argparse.Namespace) -> int:
 
     paths = sweep.sweep_paths(args.storage, args.name)
     manifest = sweep.read_manifest(paths)
-    space = parse_space(manifest["space"], str(paths.folder / sweep.MANIFEST))
-    records = list(Ledger(paths.folder / sweep.LEDGER).records.values())
+    space = parse_space(manifest["space"], str(paths.folder / MANIFEST))
+    records = list(Ledger(paths.folder / LEDGER).records.values())
     best = best_record(records)
     if best is None:
         raise UsageError(f"sweep {args.name!r} has no completed trial yet ({len(records)} finished, none ran all "

@@ -81,6 +81,11 @@ class SweepSpace:
     run: RunConfig = field(default_factory=RunConfig)
 
 
+def valid_name(name: Any) -> bool:
+    """A sweep name: letters, digits, '-' and '_' (it names a folder and an Optuna study)."""
+    return isinstance(name, str) and name.replace("-", "").replace("_", "").isalnum()
+
+
 def with_params(run: RunConfig, params: dict[str, Any]) -> RunConfig:
     """One trial's run configuration: the space's fixed settings with its sampled parameters set."""
     return run.replace("train", **{SEARCHABLE[key]: value for key, value in params.items()})
@@ -95,7 +100,7 @@ def parse_space(values: Any, source: str) -> SweepSpace:
     """Validate plain values (a parsed YAML document) into a SweepSpace."""
     top = _mapping(values, source, "the top level", TOP_LEVEL)
     name = top.get("name", Path(source).stem)
-    if not isinstance(name, str) or not name.replace("-", "").replace("_", "").isalnum():
+    if not valid_name(name):
         raise ConfigError(f"{source}: name must be letters, digits, '-' or '_', got {name!r}; rename it")
     trials, seed = top.get("trials", 16), top.get("seed", 0)
     _positive_int(trials, source, "trials")

@@ -38,10 +38,9 @@ from tuning.resources import TRIAL_DRIVER_RESOURCES, TrialPlan, plan_trials
 from tuning.scheduler import GatedASHA
 from tuning.searcher import make_searcher
 from tuning.space import SweepSpace, parse_space
+from tuning.sweep_files import DEFAULT_STORAGE, LEDGER, MANIFEST, STUDY, TUNE_DIR
 from tuning.trainable import TrialSetup, run_trial
 
-DEFAULT_STORAGE = "runs/sweeps"
-MANIFEST, LEDGER, STUDY, TUNE_DIR = "sweep.json", "trials.json", "optuna.db", "tune"
 RAY_ENV = {  # for every Ray process of the sweep
     "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.5",  # the default 2 s delays every epoch's report by ~1 s
     "RAY_AIR_NEW_OUTPUT": "0",

@@ -1,0 +1,7 @@
+"""The names of a sweep's folder and files, without importing Ray (the CLI's --help needs them)."""
+
+DEFAULT_STORAGE = "runs/sweeps"  # sweeps live in <storage>/<name>/
+MANIFEST = "sweep.json"  # what was asked: data, space, trials
+LEDGER = "trials.json"  # every finished trial and why it ended
+STUDY = "optuna.db"  # the Optuna study
+TUNE_DIR = "tune"  # Ray Tune's experiment, beside our files
