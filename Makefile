@@ -8,8 +8,11 @@ TORCH_VERSION ?= 2.13.0
 TORCH_CPU_ARGS ?=
 HAS_NVIDIA := $(shell nvidia-smi -L >/dev/null 2>&1 && echo yes)
 STAMP := $(VENV)/.installed
+# Debian's chromium, for the MLflow UI test (Playwright drives it; no browser is downloaded)
+CHROMIUM := /usr/bin/chromium
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench clean ui
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -32,9 +35,17 @@ demo: $(STAMP)
 	$(VENV)/bin/mamba-tune data check runs/demo/bars.parquet
 	$(VENV)/bin/mamba-tune sweep --data runs/demo/bars.parquet --space search_spaces/smoke.yaml --storage runs/demo/sweeps
 	$(VENV)/bin/mamba-tune best smoke --storage runs/demo/sweeps --out runs/demo/best.yaml
-	$(VENV)/bin/mamba-tune train --data runs/demo/bars.parquet --config runs/demo/best.yaml --out runs/demo/train
+	$(VENV)/bin/mamba-tune train --data runs/demo/bars.parquet --config runs/demo/best.yaml --out runs/demo/train \
+		--register mamba-forecaster-demo
+	@echo "browse the sweep and its trials: make ui (or .venv/bin/mamba-tune ui)"
 
-test: $(STAMP)
+ui: $(STAMP)
+	$(VENV)/bin/mamba-tune ui
+
+$(CHROMIUM):
+	$(SUDO) apt-get install -y -q chromium || ($(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q chromium)
+
+test: $(STAMP) $(CHROMIUM)
 	$(PY) -m pytest -q
 
 lint: $(STAMP)

@@ -67,6 +67,21 @@ def read_bars(path: str | Path, columns: dict[str, str] | None = None) -> Bars:
     return bars
 
 
+def bars_from_table(table: pa.Table, source: str, columns: dict[str, str] | None = None) -> Bars:
+    """Validate bars already in memory (e.g. `pa.Table.from_pandas(frame)`) as read_bars does a file.
+
+    source names the bars in every error message (where read_bars names the file).
+    """
+    where = Path(source)
+    mapping = _resolve_columns(where, table.schema, columns or {})
+    if table.num_rows == 0:
+        raise DataError(f"{source}: there are no rows, bars are needed; pass at least one bar")
+    bars = Bars(path=source, **{field: _column(where, table.column(name), field, name)
+                                for field, name in mapping.items()})
+    _validate(bars)
+    return bars
+
+
 def _open(path: Path) -> pq.ParquetFile:
     if not path.exists():
         raise DataError(f"{path}: no such file, the data must be an existing Parquet file; check the path "

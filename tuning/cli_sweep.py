@@ -13,10 +13,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tuning.best_config import train_command, write_best_config
 from tuning.errors import UsageError
 from tuning.ledger import Ledger, TrialRecord, best_record, leaderboard
-from tuning.space import parse_space, valid_name, with_params
-from tuning.sweep_files import DEFAULT_STORAGE, LEDGER, MANIFEST
+from tuning.space import parse_space, valid_name
+from tuning.sweep_files import DEFAULT_STORAGE, LEDGER, MANIFEST, TRACKING_SPOOL
+from tuning.tracking_store import open_store, resolve_store
 from tuning.yaml_io import read_yaml
 
 
@@ -46,6 +48,8 @@ def _storage_and_address(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--storage", default=DEFAULT_STORAGE,
                         help=f"folder or URI for results and checkpoints (default {DEFAULT_STORAGE})")
     parser.add_argument("--address", help="join a running Ray cluster (auto or HOST:PORT); default: a local Ray")
+    parser.add_argument("--tracking-uri", help="MLflow tracking server, http(s)://HOST:PORT (default: "
+                        "MLFLOW_TRACKING_URI, else the embedded store in runs/mlflow; resume: the sweep's own)")
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
@@ -65,13 +69,15 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
     paths = sweep.sweep_paths(args.storage, name)
     sweep.check_new(paths)
+    store = resolve_store(args.tracking_uri)
+    client = open_store(store)  # an unreachable tracking server fails here, in seconds, before Ray starts
     data = load_dataset(args.data, space.run.data)
     started = sweep.start_ray(args.address)
     try:
         plan = sweep.cluster_plan(space)
-        sweep.write_manifest(paths, args.data, space_values, trials, data)
+        manifest = sweep.write_manifest(paths, args.data, space_values, trials, data, store.uri)
         args.resume_hint = f"mamba-tune resume {name}" + _storage_flag(args.storage)
-        return _run(sweep, paths, space, data, trials, plan, args, resume=False)
+        return _run(sweep, paths, space, data, manifest, plan, (store, client), args, resume=False)
     finally:
         if started:
             sweep.ray.shutdown()
@@ -82,23 +88,28 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
     paths = sweep.sweep_paths(args.storage, args.name)
     paths, manifest, space, data = sweep.load_for_resume(paths)
+    store = resolve_store(args.tracking_uri or manifest.get("tracking_uri"))
+    client = open_store(store)
     finished = Ledger(paths.folder / LEDGER).records
     if len(finished) >= manifest["trials"]:
         print(f"sweep {args.name} has finished all {manifest['trials']} trials; nothing to resume")
+        if (paths.folder / TRACKING_SPOOL).exists():
+            _unsent(sweep.send_pending(store, client, paths, manifest))
         _print_leaderboard(list(finished.values()))
         return 0
     started = sweep.start_ray(args.address)
     try:
         plan = sweep.cluster_plan(space)
         args.resume_hint = f"mamba-tune resume {args.name}" + _storage_flag(args.storage)
-        return _run(sweep, paths, space, data, manifest["trials"], plan, args, resume=True)
+        return _run(sweep, paths, space, data, manifest, plan, (store, client), args, resume=True)
     finally:
         if started:
             sweep.ray.shutdown()
 
 
-def _run(sweep: Any, paths: Any, space: Any, data: Any, trials: int, plan: Any, args: argparse.Namespace,
-         resume: bool) -> int:
+def _run(sweep: Any, paths: Any, space: Any, data: Any, manifest: dict[str, Any], plan: Any, tracking: tuple,
+         args: argparse.Namespace, resume: bool) -> int:
+    trials, (store, client) = manifest["trials"], tracking
     summary = data.summary
     print(f"sweep {paths.name}: {trials} trials, {plan.describe()}")
     print(f"data: {summary['n_bars']:,} bars, {summary['n_train']:,} training / {summary['n_val']:,} validation "
@@ -106,13 +117,16 @@ def _run(sweep: Any, paths: Any, space: Any, data: Any, trials: int, plan: Any, 
     print(f"stopping: ASHA (grace {space.scheduler.grace_period}, reduction {space.scheduler.reduction_factor}, "
           f"max {space.scheduler.max_epochs} epochs), gate at epoch {space.gate.epoch}")
     print(f"results: {paths.folder} (trials.json; Ray Tune experiment {paths.experiment})")
-    print(f"study:   {paths.study_url}  (browse: optuna-dashboard {paths.study_url})", flush=True)
+    print(f"study:   {paths.study_url}  (browse: optuna-dashboard {paths.study_url})")
+    print(f"mlflow:  experiment {paths.name} in {store.describe()}", flush=True)
     progress = _Progress(trials)
     handler = progress.attach()
     try:
-        outcome = sweep.run(paths, space, data, trials, plan, resume=resume)
+        opened = sweep.open_tracking(store, client, paths, manifest, space, data, plan)
+        outcome = sweep.run(paths, space, data, trials, plan, opened, resume=resume)
     finally:
         progress.detach(handler)
+    _unsent(outcome.tracking_unsent)
     records = outcome.records
     print()
     _print_leaderboard(records)
@@ -145,17 +159,17 @@ def cmd_best(args: argparse.Namespace) -> int:
     out = args.out or paths.folder / "best.yaml"
     if out.exists() and not args.force:
         raise UsageError(f"{out} exists and is never overwritten by default; pass --force or choose another --out")
-    config = with_params(space.run, best.params)
-    command = f"mamba-tune train --data {shlex.quote(manifest['data'])} --config {shlex.quote(str(out))}"
-    notes = (f"The best trial of sweep {args.name}: {best.trial_id}, val_loss {best.best_val_loss:.4f} at epoch "
-             f"{best.best_epoch} of {best.stop_epoch} (E0 {best.e0_val_loss:.4f}, persistence "
-             f"{best.baseline_persistence:.4f}).",
-             f"Train all {config.train.epochs} epochs (the schedule it was tuned with); best.pt keeps the best epoch.")
-    config.write_yaml(out, command, notes)
+    config = write_best_config(space, best, args.name, manifest["data"], out)
     print(f"wrote {out}: lr {config.train.lr:.3g}, weight decay {config.train.weight_decay:.3g}, "
           f"batch {config.train.batch_size}, {config.train.epochs} epochs (best val_loss {best.best_val_loss:.4f})")
-    print(f"train it: {command}")
+    print(f"train it: {train_command(manifest['data'], out)}")
     return 0
+
+
+def _unsent(count: int) -> None:
+    if count:
+        print(f"warning: {count} MLflow write(s) could not be sent and wait in the sweep's folder; "
+              "they are sent by the next `mamba-tune resume` of this sweep, once the store answers", file=sys.stderr)
 
 
 def _storage_flag(storage: str) -> str:
@@ -223,6 +237,8 @@ class _Progress(logging.Handler):
                 sys.stderr.flush()
         elif kind == "end":
             self._end(event)
+        elif kind == "note":
+            self._line(event["text"])
 
     def _end(self, event: dict[str, Any]) -> None:
         r: TrialRecord = event["record"]

@@ -8,7 +8,7 @@ import math
 import shlex
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from model.atomic import write_text_atomic
 from model.checkpoint import load_checkpoint
@@ -17,6 +17,9 @@ from model.train import FitResult, fit, resolve_device
 from tuning.cli_data import parse_columns
 from tuning.errors import UsageError
 from tuning.run_config import RunConfig
+
+if TYPE_CHECKING:
+    from tuning.tracking_store import TrackingStore
 
 RUN_FILES = ("config.yaml", "metrics.json", "best.pt", "last.pt")  # what a run writes into --out
 OVERRIDES = ("epochs", "lr", "weight_decay", "batch_size", "device")  # flags that set train settings
@@ -35,11 +38,18 @@ def add_command(commands: argparse._SubParsersAction) -> None:
                        help="map a bar field to the file's column, e.g. --column timestamp=ts_event")
     train.add_argument("--out", type=Path, default=Path("runs/train"), help="output folder (default runs/train)")
     train.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
+    train.add_argument("--register", metavar="NAME",
+                       help="log the finished run to MLflow and register its model as a new version of NAME")
+    train.add_argument("--tracking-uri", metavar="URI",
+                       help="MLflow store for --register: http(s)://HOST:PORT or sqlite:///PATH (default: "
+                            "MLFLOW_TRACKING_URI, else the embedded store in runs/mlflow)")
+    train.add_argument("--experiment", metavar="NAME", help="MLflow experiment for --register (default production)")
     train.set_defaults(run=cmd_train)
 
 
 def cmd_train(args: argparse.Namespace) -> int:
     config = _run_config(args)
+    store = _open_registry(args)  # before any work: an unreachable store fails in seconds, nothing trained
     data = load_dataset(args.data, config.data)
     if not args.resume:
         config.write_yaml(args.out / "config.yaml", f"mamba-tune train --data {shlex.quote(str(args.data))} "
@@ -66,7 +76,45 @@ def cmd_train(args: argparse.Namespace) -> int:
         print(f"error: training diverged at epoch {result.stop_epoch} (a non-finite loss or gradient), "
               "nothing from that epoch was saved; lower --lr", file=sys.stderr)
         return 1
+    return _register(args, store, config, result) if store is not None else 0
+
+
+def _register(args: argparse.Namespace, store: TrackingStore, config: RunConfig, result: FitResult) -> int:
+    from mlflow.exceptions import MlflowException
+
+    from tuning.registry import register_run
+    from tuning.tracking_store import first_line
+
+    try:
+        done = register_run(store, args.experiment, args.register, config, args.data, args.out, result)
+    except (MlflowException, OSError) as exc:
+        retry = ["mamba-tune", "train", "--data", str(args.data), "--out", str(args.out), "--resume",
+                 "--register", args.register, "--experiment", args.experiment]
+        retry += ["--tracking-uri", args.tracking_uri] if args.tracking_uri else []
+        print(f"error: registering the model in {store.uri} failed ({first_line(exc)}); the trained run is kept in "
+              f"{args.out}, register it once the store works with: {shlex.join(retry)}", file=sys.stderr)
+        return 1
+    print(f"registered {done.name} version {done.version} (run {done.run_id}, experiment {args.experiment}) "
+          f"in {store.describe()}")
+    print(f'load it with: mlflow.set_tracking_uri("{store.uri}"); mlflow.pyfunc.load_model("{done.model_uri}")')
     return 0
+
+
+def _open_registry(args: argparse.Namespace) -> TrackingStore | None:
+    """With --register: the name checked and the tracking store opened; None without it."""
+    if args.register is None:
+        if args.tracking_uri is not None or args.experiment is not None:
+            raise UsageError("--tracking-uri and --experiment say where --register logs the run, and --register is "
+                             "not given; add --register NAME or drop them")
+        return None
+    from tuning.registry import DEFAULT_EXPERIMENT, check_model_name
+    from tuning.tracking_store import open_store, resolve_store
+
+    check_model_name(args.register)
+    args.experiment = args.experiment or DEFAULT_EXPERIMENT
+    store = resolve_store(args.tracking_uri)
+    open_store(store)
+    return store
 
 
 def _run_config(args: argparse.Namespace) -> RunConfig:

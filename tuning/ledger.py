@@ -26,10 +26,11 @@ class TrialRecord:
     e0_val_loss: float  # the trial's loss before training
     baseline_persistence: float
     train_s: float  # seconds inside fit's loop (epochs and E0), summed over the trial's reports
+    val_curve: tuple[float, ...] = ()  # val_loss of epochs 0, 1, ... as checkpointed (a diverged epoch is not)
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> TrialRecord:
-        return cls(**values)
+        return cls(**{**values, "val_curve": tuple(values.get("val_curve", ()))})
 
 
 class Ledger:

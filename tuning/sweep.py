@@ -7,6 +7,8 @@ The sweep folder, <storage>/<name>/:
   optuna.db    the Optuna study (SQLite), for optuna-dashboard
   tune/        Ray Tune's experiment (its state is synced as a whole, so ours lives beside it)
   train/       Ray Train's checkpoints, one folder per trial
+  tracking-pending.jsonl  MLflow writes not sent when the sweep stopped (sent on resume)
+Every trial is logged to MLflow (tuning/tracking.py) as the sweep runs.
 Events (trial started, epoch, trial ended) go to the `mamba_tune.sweep` logger; the CLI
 turns them into progress lines. Nothing here prints.
 """
@@ -18,6 +20,7 @@ import logging
 import os
 import socket
 import time
+import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -38,8 +41,12 @@ from tuning.resources import TRIAL_DRIVER_RESOURCES, TrialPlan, plan_trials
 from tuning.scheduler import GatedASHA
 from tuning.searcher import make_searcher
 from tuning.space import SweepSpace, parse_space
-from tuning.sweep_files import DEFAULT_STORAGE, LEDGER, MANIFEST, STUDY, TUNE_DIR
+from tuning.sweep_files import DEFAULT_STORAGE, LEDGER, MANIFEST, STUDY, TRACKING_SPOOL, TRACKING_STAGING, TUNE_DIR
+from tuning.tracking import ACTIVE, SweepTracking, TrackingCallback, close_sweep, open_sweep
+from tuning.tracking_log import TrackingLog
+from tuning.tracking_store import TrackingStore
 from tuning.trainable import TrialSetup, run_trial
+from tuning.trial_files import read_history, storage_filesystem
 
 RAY_ENV = {  # for every Ray process of the sweep
     "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.5",  # the default 2 s delays every epoch's report by ~1 s
@@ -82,6 +89,7 @@ class SweepOutcome:
     records: list[TrialRecord]  # finished trials
     plan: TrialPlan
     wall_s: float
+    tracking_unsent: int  # MLflow writes saved to the spool because the store did not answer
 
     @property
     def interrupted(self) -> bool:
@@ -95,12 +103,19 @@ def check_new(paths: SweepPaths) -> None:
 
 
 def write_manifest(paths: SweepPaths, data_path: Path, space_values: dict[str, Any], trials: int,
-                   data: Dataset) -> None:
-    """What `resume` needs to continue the sweep exactly as it was asked."""
-    manifest = {"name": paths.name, "data": str(data_path.resolve()), "space": space_values, "trials": trials,
-                "ray_storage": paths.ray_storage, "data_identity": data_identity(data),
+                   data: Dataset, tracking_uri: str) -> dict[str, Any]:
+    """What `resume` needs to continue the sweep exactly as it was asked, and log to the same MLflow runs."""
+    manifest = {"name": paths.name, "sweep_id": uuid.uuid4().hex, "data": str(data_path.resolve()),
+                "space": space_values, "trials": trials, "ray_storage": paths.ray_storage,
+                "tracking_uri": tracking_uri, "data_identity": data_identity(data),
                 "created": datetime.now(timezone.utc).isoformat(timespec="seconds")}
     write_text_atomic(paths.folder / MANIFEST, json.dumps(manifest, indent=1))
+    return manifest
+
+
+def sweep_id(manifest: dict[str, Any]) -> str:
+    """Tags the sweep's MLflow runs: a sweep started again under the same name gets runs of its own."""
+    return manifest.get("sweep_id") or manifest["created"]
 
 
 def read_manifest(paths: SweepPaths) -> dict[str, Any]:
@@ -163,10 +178,40 @@ def cluster_plan(space: SweepSpace) -> TrialPlan:
     return plan_trials(space.resources, [node["Resources"] for node in ray.nodes() if node["Alive"]])
 
 
+def open_tracking(store: TrackingStore, client: Any, paths: SweepPaths, manifest: dict[str, Any],
+                  space: SweepSpace, data: Dataset, plan: TrialPlan) -> SweepTracking:
+    """The sweep's MLflow experiment and parent run (reopened on resume); writes unsent earlier go first."""
+    log = TrackingLog(client, store.experiment_id(client, paths.name), sweep_id(manifest),
+                      paths.folder / TRACKING_SPOOL)
+    settings = {"trials": manifest["trials"], "concurrency": plan.concurrency, "workers_per_trial": plan.workers,
+                "storage": paths.sweep_storage, "sweep_id": sweep_id(manifest)}
+    return open_sweep(log, paths.folder / TRACKING_STAGING, storage_filesystem(paths.ray_storage), paths.name,
+                      manifest["space"], space, manifest["data"], data.summary, data.baselines, settings)
+
+
+def send_pending(store: TrackingStore, client: Any, paths: SweepPaths, manifest: dict[str, Any]) -> int:
+    """Send MLflow writes a stopped sweep saved (a finished sweep has no resume to send them); returns those left."""
+    log = TrackingLog(client, store.experiment_id(client, paths.name), sweep_id(manifest),
+                      paths.folder / TRACKING_SPOOL)
+    return log.close(timeout_s=60)
+
+
 def run(paths: SweepPaths, space: SweepSpace, data: Dataset, trials: int, plan: TrialPlan,
-        resume: bool = False) -> SweepOutcome:
-    """Run (or continue) the sweep until every trial has ended or it is interrupted."""
+        tracking: SweepTracking, resume: bool = False) -> SweepOutcome:
+    """Run (or continue) the sweep until every trial has ended or it is interrupted; log it all to MLflow."""
     start = time.perf_counter()
+    ACTIVE[tracking.log.sweep_id] = tracking
+    try:
+        _fit(paths, space, data, trials, plan, tracking, resume)
+    finally:
+        records = list(Ledger(paths.folder / LEDGER).records.values())
+        unsent = close_sweep(tracking, records, interrupted=len(records) < trials)
+        ACTIVE.pop(tracking.log.sweep_id, None)
+    return SweepOutcome(paths, trials, records, plan, time.perf_counter() - start, unsent)
+
+
+def _fit(paths: SweepPaths, space: SweepSpace, data: Dataset, trials: int, plan: TrialPlan,
+         tracking: SweepTracking, resume: bool) -> None:
     setup = TrialSetup(run=space.run.to_dict(), dataset=ray.put(data), plan=plan,
                        storage=f"{paths.sweep_storage}/train")
     trainable = ray.tune.with_resources(ray.tune.with_parameters(run_trial, setup=setup), TRIAL_DRIVER_RESOURCES)
@@ -185,19 +230,20 @@ def run(paths: SweepPaths, space: SweepSpace, data: Dataset, trials: int, plan: 
                 reuse_actors=False),  # a stopped trial's thread is still in TorchTrainer.fit: no reuse
             run_config=ray.tune.RunConfig(
                 name=TUNE_DIR, storage_path=paths.sweep_storage, verbose=0,
-                callbacks=[SweepCallback(paths.folder / LEDGER, space)]),
+                callbacks=[SweepCallback(paths.folder / LEDGER, space, paths.ray_storage),  # first: writes the ledger
+                           TrackingCallback(tracking.log.sweep_id, paths.folder / LEDGER)]),
         )
     tuner.fit()
-    records = list(Ledger(paths.folder / LEDGER).records.values())
-    return SweepOutcome(paths, trials, records, plan, time.perf_counter() - start)
 
 
 class SweepCallback(ray.tune.Callback):
     """Records each finished trial in the ledger and logs the sweep's events."""
 
-    def __init__(self, ledger_path: Path, space: SweepSpace) -> None:
+    def __init__(self, ledger_path: Path, space: SweepSpace, storage: str) -> None:
         self.ledger_path, self.gate, self.max_epochs = ledger_path, space.gate, space.scheduler.max_epochs
+        self.storage = storage  # where trial checkpoints live (a filesystem does not pickle: opened when needed)
         self.train_s: dict[str, float] = {}
+        self.checkpoints: dict[str, str] = {}  # trial id -> its latest checkpoint folder
 
     def on_trial_start(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
         events.info("start", extra={"sweep_event": {"kind": "start", "trial": trial.trial_id,
@@ -205,6 +251,8 @@ class SweepCallback(ray.tune.Callback):
 
     def on_trial_result(self, iteration: int, trials: list[Trial], trial: Trial, result: dict, **info: Any) -> None:
         self.train_s[trial.trial_id] = self.train_s.get(trial.trial_id, 0.0) + result.get("epoch_s", 0.0)
+        if result.get("checkpoint_path"):
+            self.checkpoints[trial.trial_id] = result["checkpoint_path"]
         events.info("epoch", extra={"sweep_event": {"kind": "epoch", "trial": trial.trial_id, **_epoch(result)}})
 
     def on_trial_complete(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
@@ -217,12 +265,13 @@ class SweepCallback(ray.tune.Callback):
         last = trial.last_result or None
         reason, epoch = stop_reason(self.gate, self.max_epochs, last, errored)
         last = last or {}
+        history = read_history(storage_filesystem(self.storage), self.checkpoints.get(trial.trial_id))
         record = TrialRecord(
             trial_id=trial.trial_id, params=dict(trial.config), stop_reason=reason, stop_epoch=epoch,
             best_val_loss=float(last.get("best_val_loss", float("inf"))), best_epoch=int(last.get("best_epoch", 0)),
             e0_val_loss=float(last.get("e0_val_loss", float("nan"))),
             baseline_persistence=float(last.get("baseline_persistence", float("nan"))),
-            train_s=self.train_s.get(trial.trial_id, 0.0))
+            train_s=self.train_s.get(trial.trial_id, 0.0), val_curve=tuple(m["val_loss"] for m in history))
         ledger = Ledger(self.ledger_path)
         ledger.add(record)
         running = sum(t.status == Trial.RUNNING and t is not trial for t in trials)

@@ -12,6 +12,7 @@ sweep (same name, same storage) continues from the latest one.
 
 from __future__ import annotations
 
+import json
 import math
 import shutil
 import tempfile
@@ -25,12 +26,14 @@ import ray.tune
 from ray.train.torch import TorchTrainer
 from ray.tune.integration.ray_train import TuneReportCallback
 
+from model.atomic import write_text_atomic
 from model.train import fit
 from tuning.resources import TrialPlan
 from tuning.run_config import RunConfig
 from tuning.space import with_params
 
-CHECKPOINT_FILES = ("last.pt", "best.pt")
+HISTORY = "history.json"  # every epoch reported so far: the driver reads it, not the .pt files
+CHECKPOINT_FILES = ("last.pt", "best.pt", HISTORY)
 
 
 @dataclass(frozen=True)
@@ -72,9 +75,13 @@ def train_worker(config: dict[str, Any]) -> None:
     local = Path(tempfile.mkdtemp(prefix="mamba-tune-trial-"))
     try:
         resume = _restore_latest(local)
+        history = json.loads((local / HISTORY).read_text()) if resume and (local / HISTORY).exists() else []
 
         def report(metrics: dict[str, Any], checkpoint: Path | None) -> None:
             keep = rank == 0 and checkpoint is not None  # one copy of the checkpoint, from rank 0
+            history.append(metrics)
+            if keep:
+                write_text_atomic(local / HISTORY, json.dumps(history))
             ray.train.report(metrics, checkpoint=ray.train.Checkpoint.from_directory(local) if keep else None)
 
         result = fit(run.train, run.model, data, report=report, checkpoint_dir=local, resume=resume)

@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-from model.bars import DataError, read_bars
+from model.bars import DataError, bars_from_table, read_bars
 from model.synth import synth_bars
 
 N_BARS = 600
@@ -290,3 +290,25 @@ def test_read_bars_timestamp_beyond_nanosecond_range(tmp_path):
     path = write_bars(tmp_path / "bars.parquet", columns, types={"timestamp": pa.timestamp("us", tz="UTC")})
     with pytest.raises(DataError, match=rf"column 'timestamp' at row {ROW} is outside the range of nanosecond"):
         read_bars(path)
+
+
+def test_bars_from_table_reads_a_dataframe_as_read_bars_reads_its_file(tmp_path):
+    table = synth_bars(N_BARS, 3)
+    pq.write_table(table, tmp_path / "bars.parquet")
+    from_file = read_bars(tmp_path / "bars.parquet")
+    frame = table.to_pandas()
+    frame["timestamp"] = frame["timestamp"].dt.tz_localize(None)  # naive datetimes count as UTC
+    bars = bars_from_table(pa.Table.from_pandas(frame, preserve_index=False), "frame")
+    assert bars.path == "frame"
+    for name in ("timestamp", "open", "high", "low", "close", "volume"):
+        np.testing.assert_array_equal(getattr(bars, name), getattr(from_file, name))
+
+
+def test_bars_from_table_errors_name_the_source():
+    columns = bar_columns()
+    columns["close"][ROW] = columns["high"][ROW] + 1
+    table = pa.table({**columns, "timestamp": pa.array(columns["timestamp"], type=pa.timestamp("ns"))})
+    with pytest.raises(DataError, match=rf"^bars: column 'close' at row {ROW} is outside \[low, high\]"):
+        bars_from_table(table, "bars")
+    with pytest.raises(DataError, match=r"^bars: there are no rows, bars are needed"):
+        bars_from_table(table.slice(0, 0), "bars")

@@ -5,72 +5,24 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import sys
 import time
-from pathlib import Path
 
 import optuna
-import pyarrow.parquet as pq
 import pytest
 import torch
 import yaml
 from optuna.trial import TrialState
 
-from model.synth import synth_bars
 from tests.tuning.conftest import ROOT, assert_one_line_error
+from tests.tuning.mlflow_layout import assert_sweep_logged
+from tests.tuning.mlflow_server import free_port
+from tests.tuning.sweeps import SPACE, ledger, run, sweep_command, write_space
 
 pytestmark = pytest.mark.integration
 
-# Built to show every way a trial ends: the initial points run first, in order. The first
-# learns well; the second's learning rate is too small to get 10% better than E0 by the gate
-# at epoch 2; the third is mediocre and reaches ASHA's rung at epoch 2 after the first.
-SPACE = {
-    "name": "t", "trials": 5, "seed": 0,
-    "search": {"learning_rate": {"low": 1e-7, "high": 1e-2, "log": True},
-               "weight_decay": {"low": 1e-5, "high": 1e-1, "log": True}, "batch_size": {"choices": [64, 128]}},
-    "initial": [{"learning_rate": 3e-3, "weight_decay": 1e-2, "batch_size": 64},
-                {"learning_rate": 1e-7, "weight_decay": 1e-2, "batch_size": 64},
-                {"learning_rate": 1e-3, "weight_decay": 1e-2, "batch_size": 128}],
-    "scheduler": {"max_epochs": 4, "grace_period": 2, "reduction_factor": 2},
-    "gate": {"epoch": 2, "ratio_to_e0": 0.9},
-    "resources": {"workers": 1, "cpus_per_worker": 1},
-    "run": {"data": {"window": 16, "horizon": 4}, "model": {"d_model": 16, "n_layers": 1, "d_state": 16,
-                                                            "headdim": 8, "chunk_size": 16}},
-}
 
-
-@pytest.fixture(scope="module")
-def bars(tmp_path_factory):
-    path = tmp_path_factory.mktemp("data") / "bars.parquet"
-    pq.write_table(synth_bars(1500, seed=1), path)
-    return path
-
-
-def write_space(folder: Path, **changes) -> Path:
-    values = json.loads(json.dumps(SPACE))
-    for section, value in changes.items():
-        values[section] = {**values[section], **value} if isinstance(value, dict) else value
-    path = folder / "space.yaml"
-    path.write_text(yaml.safe_dump(values))
-    return path
-
-
-def sweep_command(*args: str) -> list[str]:
-    return [sys.executable, "-m", "tuning.cli", *map(str, args)]
-
-
-def run(*args: str, timeout: int = 900) -> subprocess.CompletedProcess:
-    return subprocess.run(sweep_command(*args), capture_output=True, text=True, timeout=timeout, cwd=ROOT)
-
-
-def ledger(folder: Path) -> dict[str, dict]:
-    return {r["trial_id"]: r for r in json.loads((folder / "trials.json").read_text())}
-
-
-def test_sweep_stops_trials_by_asha_and_gate_and_its_best_trains_again(bars, tmp_path):
-    storage = tmp_path / "sweeps"
-    done = run("sweep", "--data", bars, "--space", write_space(tmp_path), "--storage", storage)
-    assert done.returncode == 0, done.stderr[-3000:]
+def test_sweep_stops_trials_by_asha_and_gate_and_its_best_trains_again(bars, finished_sweep, tmp_path):
+    _, storage, _, done = finished_sweep
     assert f"study:   sqlite:///{storage / 't' / 'optuna.db'}" in done.stdout
     records = ledger(storage / "t")
     reasons = sorted(r["stop_reason"] for r in records.values())
@@ -97,9 +49,26 @@ def test_sweep_stops_trials_by_asha_and_gate_and_its_best_trains_again(bars, tmp
     torch.testing.assert_close(again, best["best_val_loss"], rtol=1e-3, atol=0)  # the trial, reproduced
 
 
-def test_sweep_interrupted_then_resumed_finishes_without_rerunning_trials(bars, tmp_path):
+def test_sweep_logs_every_trial_to_mlflow_as_a_nested_run(finished_sweep, tmp_path):
+    _, storage, uri, done = finished_sweep
+    assert f"mlflow:  experiment t in {uri}" in done.stdout
+    assert_sweep_logged(uri, "t", ledger(storage / "t"), tmp_path)
+    assert not (storage / "t" / "tracking").exists() and not (storage / "t" / "tracking-pending.jsonl").exists()
+
+
+def test_sweep_refuses_at_once_a_tracking_server_that_does_not_answer(bars, tmp_path):
+    start = time.monotonic()
+    url = f"http://127.0.0.1:{free_port()}"
+    done = run("sweep", "--data", bars, "--space", write_space(tmp_path), "--storage", tmp_path / "sweeps",
+               "--tracking-uri", url, timeout=120)
+    assert_one_line_error(done, f"tracking store {url}: not reachable (")
+    assert time.monotonic() - start < 30 and not (tmp_path / "sweeps" / "t").exists()  # before Ray, nothing written
+
+
+def test_sweep_interrupted_then_resumed_finishes_without_rerunning_trials(bars, tmp_path, mlflow_server):
     storage, space = tmp_path / "sweeps", write_space(tmp_path, trials=4, initial=SPACE["initial"][:1])
-    process = subprocess.Popen(sweep_command("sweep", "--data", bars, "--space", space, "--storage", storage),
+    process = subprocess.Popen(sweep_command("sweep", "--data", bars, "--space", space, "--storage", storage,
+                                             "--tracking-uri", mlflow_server.url),
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
     deadline = time.monotonic() + 600
     while not (storage / "t" / "trials.json").exists() and process.poll() is None and time.monotonic() < deadline:
@@ -112,7 +81,7 @@ def test_sweep_interrupted_then_resumed_finishes_without_rerunning_trials(bars, 
     assert 1 <= len(before) < 4
     checkpoints = {k: sorted(p.name for p in (storage / "t" / "train" / k).glob("checkpoint_*")) for k in before}
 
-    resumed = run("resume", "t", "--storage", storage)
+    resumed = run("resume", "t", "--storage", storage)  # logs to the sweep's own server (sweep.json)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     after = ledger(storage / "t")
     assert len(after) == 4 and all(after[k] == record for k, record in before.items())  # finished ones kept
@@ -124,6 +93,7 @@ def test_sweep_interrupted_then_resumed_finishes_without_rerunning_trials(bars, 
 
     again = run("resume", "t", "--storage", storage)
     assert again.returncode == 0 and "nothing to resume" in again.stdout
+    assert_sweep_logged(mlflow_server.url, "t", after, tmp_path)  # each trial once, each epoch once, via the server
 
 
 @pytest.mark.parametrize(

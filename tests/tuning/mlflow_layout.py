@@ -1,0 +1,60 @@
+"""What a sweep must look like in MLflow, read back with the MLflow client (see tuning/tracking.py)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from mlflow import MlflowClient
+
+from model.checkpoint import load_checkpoint
+from tuning.tracking_store import EPOCH_METRICS
+
+TRIAL_ARTIFACTS = {"checkpoint/best.pt", "config.yaml", "loss_curve.png"}
+SWEEP_ARTIFACTS = {"space.yaml", "data.json", "leaderboard.json", "val_loss_curves.png",
+                   "val_loss_by_hyperparameter.png", "best.yaml"}
+
+
+def artifact_files(client: MlflowClient, run_id: str, path: str | None = None) -> set[str]:
+    files: set[str] = set()
+    for item in client.list_artifacts(run_id, path):
+        files |= artifact_files(client, run_id, item.path) if item.is_dir else {item.path}
+    return files
+
+
+def assert_sweep_logged(uri: str, name: str, records: dict[str, dict], tmp_path) -> dict:
+    """One experiment `name`, one parent run, one nested run per ledger record, each epoch once; -> run ids."""
+    client = MlflowClient(tracking_uri=uri)
+    experiment = client.get_experiment_by_name(name)
+    assert experiment is not None
+    runs = client.search_runs([experiment.experiment_id], max_results=1000)
+    parents = [r for r in runs if r.data.tags.get("mamba_tune.role") == "sweep"]
+    assert len(parents) == 1, [r.info.run_name for r in parents]
+    parent = parents[0]
+    assert parent.info.status == "FINISHED"
+    assert artifact_files(client, parent.info.run_id) == SWEEP_ARTIFACTS
+    assert {"sweep.trials", "search.learning_rate", "gate.epoch", "data.n_bars", "baseline.persistence"} <= set(
+        parent.data.params)
+    trials = {r.data.tags["trial_id"]: r for r in runs if r.data.tags.get("mamba_tune.role") == "trial"}
+    assert sorted(trials) == sorted(records) and len(runs) == len(records) + 1  # no duplicates
+
+    for trial_id, record in records.items():
+        run = trials[trial_id]
+        tags, params = run.data.tags, run.data.params
+        assert tags["mlflow.parentRunId"] == parent.info.run_id
+        assert (tags["stop_reason"], int(tags["stop_epoch"])) == (record["stop_reason"], record["stop_epoch"])
+        assert run.info.status == ("FAILED" if record["stop_reason"] in ("nan", "error") else "FINISHED")
+        for key in ("learning_rate", "weight_decay", "batch_size"):
+            assert params[key] == str(record["params"][key])
+        assert {"model.d_model", "train.epochs", "data.window"} <= set(params)
+        assert set(EPOCH_METRICS) <= set(run.data.metrics)
+        history = sorted((m.step, m.value) for m in client.get_metric_history(run.info.run_id, "val_loss"))
+        assert [step for step, _ in history] == list(range(record["stop_epoch"] + 1))  # every epoch, once
+        best = min(value for _, value in history if math.isfinite(value))
+        torch.testing.assert_close(best, record["best_val_loss"], rtol=1e-9, atol=0)
+        assert artifact_files(client, run.info.run_id) == TRIAL_ARTIFACTS
+        checkpoint = load_checkpoint(client.download_artifacts(run.info.run_id, "checkpoint/best.pt", str(tmp_path)))
+        assert checkpoint["best_epoch"] == record["best_epoch"]
+        torch.testing.assert_close(checkpoint["best_val_loss"], record["best_val_loss"], rtol=1e-9, atol=0)
+    return {"experiment": experiment.experiment_id, "parent": parent.info.run_id,
+            **{k: r.info.run_id for k, r in trials.items()}}

@@ -1,0 +1,54 @@
+"""A real `mlflow server` process on a free localhost port, for the tests that need a tracking server."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class MlflowServer:
+    """`mlflow server` over an SQLite store and an artifact folder in `folder`; stop() and start() keep both."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder, self.port = folder, free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.process: subprocess.Popen | None = None
+
+    def start(self, timeout_s: float = 90) -> None:
+        command = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri",
+                   f"sqlite:///{self.folder / 'server.db'}", "--artifacts-destination", str(self.folder / "artifacts"),
+                   "--host", "127.0.0.1", "--port", str(self.port), "--workers", "1"]
+        log = open(self.folder / "server.log", "a")  # noqa: SIM115 - the process owns it
+        self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"mlflow server exited: {(self.folder / 'server.log').read_text()[-2000:]}")
+            try:
+                with urllib.request.urlopen(f"{self.url}/health", timeout=2):
+                    return
+            except OSError:
+                time.sleep(0.5)
+        raise RuntimeError(f"mlflow server did not answer within {timeout_s} s")
+
+    def stop(self) -> None:
+        """Kill the server and its workers at once, as a crash would (its store on disk stays)."""
+        if self.process is not None:
+            try:
+                os.killpg(self.process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.process.wait()
+        self.process = None

@@ -1,0 +1,50 @@
+"""Driving `mamba-tune sweep` in tests: a small space that shows every way a trial ends, and the CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from tests.tuning.conftest import ROOT
+
+# Built to show every way a trial ends: the initial points run first, in order. The first
+# learns well; the second's learning rate is too small to get 10% better than E0 by the gate
+# at epoch 2; the third is mediocre and reaches ASHA's rung at epoch 2 after the first.
+SPACE = {
+    "name": "t", "trials": 5, "seed": 0,
+    "search": {"learning_rate": {"low": 1e-7, "high": 1e-2, "log": True},
+               "weight_decay": {"low": 1e-5, "high": 1e-1, "log": True}, "batch_size": {"choices": [64, 128]}},
+    "initial": [{"learning_rate": 3e-3, "weight_decay": 1e-2, "batch_size": 64},
+                {"learning_rate": 1e-7, "weight_decay": 1e-2, "batch_size": 64},
+                {"learning_rate": 1e-3, "weight_decay": 1e-2, "batch_size": 128}],
+    "scheduler": {"max_epochs": 4, "grace_period": 2, "reduction_factor": 2},
+    "gate": {"epoch": 2, "ratio_to_e0": 0.9},
+    "resources": {"workers": 1, "cpus_per_worker": 1},
+    "run": {"data": {"window": 16, "horizon": 4}, "model": {"d_model": 16, "n_layers": 1, "d_state": 16,
+                                                            "headdim": 8, "chunk_size": 16}},
+}
+
+
+def write_space(folder: Path, **changes) -> Path:
+    values = json.loads(json.dumps(SPACE))
+    for section, value in changes.items():
+        values[section] = {**values[section], **value} if isinstance(value, dict) else value
+    path = folder / "space.yaml"
+    path.write_text(yaml.safe_dump(values))
+    return path
+
+
+def sweep_command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "tuning.cli", *map(str, args)]
+
+
+def run(*args: str, timeout: int = 900) -> subprocess.CompletedProcess:
+    return subprocess.run(sweep_command(*args), capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+
+
+def ledger(folder: Path) -> dict[str, dict]:
+    return {r["trial_id"]: r for r in json.loads((folder / "trials.json").read_text())}

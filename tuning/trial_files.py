@@ -1,0 +1,48 @@
+"""The driver's view of a trial's latest Ray Train checkpoint: its epoch history and its best.pt.
+
+A result's `checkpoint_path` names the checkpoint folder in the sweep's storage: a local path,
+or a path inside the storage's filesystem (s3://bucket/... gives bucket/...).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pyarrow.fs
+
+from tuning.trainable import HISTORY
+
+
+def storage_filesystem(storage: str) -> pyarrow.fs.FileSystem:
+    """The filesystem of the sweep's storage (a path or a URI such as s3://bucket/sweeps)."""
+    if "://" in storage:
+        return pyarrow.fs.FileSystem.from_uri(storage)[0]
+    return pyarrow.fs.LocalFileSystem()
+
+
+def read_history(fs: pyarrow.fs.FileSystem, checkpoint: str | None) -> list[dict[str, Any]]:
+    """Every epoch the checkpoint holds (epoch 0 first); [] when there is none."""
+    if checkpoint is None:
+        return []
+    try:
+        with fs.open_input_stream(f"{checkpoint}/{HISTORY}") as stream:
+            return json.loads(stream.read())
+    except (FileNotFoundError, OSError):
+        return []
+
+
+def copy_file(fs: pyarrow.fs.FileSystem, checkpoint: str | None, name: str, dest: Path) -> Path | None:
+    """Copy checkpoint/name to `dest`; None when the checkpoint or the file is missing."""
+    if checkpoint is None:
+        return None
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with fs.open_input_stream(f"{checkpoint}/{name}") as stream, open(dest, "wb") as out:
+            shutil.copyfileobj(stream, out)
+    except (FileNotFoundError, OSError):
+        dest.unlink(missing_ok=True)
+        return None
+    return dest
