@@ -89,14 +89,14 @@ def cmd_resume(args: argparse.Namespace) -> int:
     paths = sweep.sweep_paths(args.storage, args.name)
     paths, manifest, space, data = sweep.load_for_resume(paths)
     store = resolve_store(args.tracking_uri or manifest.get("tracking_uri"))
-    client = open_store(store)
     finished = Ledger(paths.folder / LEDGER).records
     if len(finished) >= manifest["trials"]:
         print(f"sweep {args.name} has finished all {manifest['trials']} trials; nothing to resume")
-        if (paths.folder / TRACKING_SPOOL).exists():
-            _unsent(sweep.send_pending(store, client, paths, manifest))
+        if (paths.folder / TRACKING_SPOOL).exists():  # MLflow writes it could not send: now
+            _unsent(sweep.send_pending(store, open_store(store), paths, manifest))
         _print_leaderboard(list(finished.values()))
         return 0
+    client = open_store(store)  # an unreachable tracking server fails here, before Ray starts
     started = sweep.start_ray(args.address)
     try:
         plan = sweep.cluster_plan(space)

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -43,10 +45,13 @@ def cmd_ui(args: argparse.Namespace) -> int:
                "--default-artifact-root", store.artifact_root, "--host", args.host, "--port", str(args.port),
                "--workers", "1"]
     url = f"http://{'127.0.0.1' if args.host in ('0.0.0.0', '::') else args.host}:{args.port}"
-    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    log = tempfile.NamedTemporaryFile(prefix="mamba-tune-ui-", suffix=".log", delete=False)  # noqa: SIM115
+    server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+    signal.signal(signal.SIGTERM, _exit)  # `kill` of this command stops the server too (the finally below)
+    signal.signal(signal.SIGHUP, _exit)
     try:
         if not _wait_healthy(url, server):
-            tail = (server.stderr.read() if server.poll() is not None else "").strip().splitlines()[-1:]
+            tail = Path(log.name).read_text(errors="replace").strip().splitlines()[-1:]
             print(f"error: the MLflow server did not start ({tail[0] if tail else 'no answer'}); run the command "
                   f"by hand to see why: {' '.join(command)}", file=sys.stderr)
             return 1
@@ -65,6 +70,12 @@ def cmd_ui(args: argparse.Namespace) -> int:
                 server.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 server.kill()
+        log.close()
+        Path(log.name).unlink(missing_ok=True)
+
+
+def _exit(signum: int, frame: object) -> None:
+    raise SystemExit(0)
 
 
 def _in_use(host: str, port: int) -> bool:

@@ -88,6 +88,13 @@ def _bars(frame: pd.DataFrame, window: int):
         raise MlflowException.invalid_parameter_value(
             f"{SOURCE}: {len(frame)} bars are too few, the model reads windows of {window} bars after a first bar "
             f"(which has no previous bar), so at least {window + 1} are needed; pass more history")
+    if "timestamp" in frame.columns and pd.api.types.is_string_dtype(frame["timestamp"]):  # JSON (serving): text
+        try:
+            frame = frame.assign(timestamp=pd.to_datetime(frame["timestamp"], utc=True, format="ISO8601"))
+        except (ValueError, TypeError) as exc:
+            raise MlflowException.invalid_parameter_value(
+                f"{SOURCE}: column 'timestamp' holds text that is not an ISO 8601 time "
+                f"({str(exc).splitlines()[0]}); pass datetimes or ISO 8601 strings") from None
     try:
         table = pa.Table.from_pandas(frame, preserve_index=False)
         return bars_from_table(table, SOURCE)

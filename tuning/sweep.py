@@ -7,7 +7,7 @@ The sweep folder, <storage>/<name>/:
   optuna.db    the Optuna study (SQLite), for optuna-dashboard
   tune/        Ray Tune's experiment (its state is synced as a whole, so ours lives beside it)
   train/       Ray Train's checkpoints, one folder per trial
-  tracking-pending.jsonl  MLflow writes not sent when the sweep stopped (sent on resume)
+  tracking-pending.jsonl  MLflow writes not yet sent (a write-ahead log; sent on resume)
 Every trial is logged to MLflow (tuning/tracking.py) as the sweep runs.
 Events (trial started, epoch, trial ended) go to the `mamba_tune.sweep` logger; the CLI
 turns them into progress lines. Nothing here prints.
@@ -245,6 +245,9 @@ class SweepCallback(ray.tune.Callback):
         self.train_s: dict[str, float] = {}
         self.checkpoints: dict[str, str] = {}  # trial id -> its latest checkpoint folder
 
+    def __setstate__(self, state: dict[str, Any]) -> None:  # a sweep saved by an older version lacks these
+        self.__dict__.update({"storage": None, "checkpoints": {}, **state})
+
     def on_trial_start(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
         events.info("start", extra={"sweep_event": {"kind": "start", "trial": trial.trial_id,
                                                     "params": dict(trial.config)}})
@@ -265,7 +268,8 @@ class SweepCallback(ray.tune.Callback):
         last = trial.last_result or None
         reason, epoch = stop_reason(self.gate, self.max_epochs, last, errored)
         last = last or {}
-        history = read_history(storage_filesystem(self.storage), self.checkpoints.get(trial.trial_id))
+        checkpoint = self.checkpoints.get(trial.trial_id)
+        history = read_history(storage_filesystem(self.storage), checkpoint) if self.storage else []
         record = TrialRecord(
             trial_id=trial.trial_id, params=dict(trial.config), stop_reason=reason, stop_epoch=epoch,
             best_val_loss=float(last.get("best_val_loss", float("inf"))), best_epoch=int(last.get("best_epoch", 0)),

@@ -6,4 +6,4 @@ LEDGER = "trials.json"  # every finished trial and why it ended
 STUDY = "optuna.db"  # the Optuna study
 TUNE_DIR = "tune"  # Ray Tune's experiment, beside our files
 TRACKING_STAGING = "tracking"  # files on their way to MLflow, removed once sent
-TRACKING_SPOOL = "tracking-pending.jsonl"  # MLflow writes not sent when the sweep stopped
+TRACKING_SPOOL = "tracking-pending.jsonl"  # MLflow writes not yet sent, replayed by `resume`

@@ -20,6 +20,8 @@ from __future__ import annotations
 import json
 import shutil
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,8 +37,8 @@ from tuning.gate import stop_reason
 from tuning.ledger import Ledger, TrialRecord, best_record, leaderboard
 from tuning.plots import loss_by_hyperparameter, loss_curve, sweep_curves
 from tuning.space import SEARCHABLE, Choice, SweepSpace, with_params
-from tuning.tracking_log import SWEEP_KEY, TrackingLog
-from tuning.tracking_store import EPOCH_METRICS
+from tuning.tracking_log import SWEEP_KEY, TrackingLog, note
+from tuning.tracking_store import EPOCH_METRICS, first_line
 from tuning.trial_files import copy_file, read_history
 
 RUN_STATUS = {"completed": "FINISHED", "asha": "FINISHED", "gate": "FINISHED", "nan": "FAILED", "error": "FAILED"}
@@ -78,6 +80,18 @@ def open_sweep(log: TrackingLog, staging: Path, fs: pyarrow.fs.FileSystem, name:
 
 def close_sweep(tracking: SweepTracking, records: list[TrialRecord], interrupted: bool) -> int:
     """The sweep's summary artifacts; ends its runs (KILLED when interrupted); returns writes left unsent."""
+    try:
+        _summarise(tracking, records, interrupted)
+    except Exception as exc:  # noqa: BLE001 - a failed plot must not hide the sweep's result
+        note(f"tracking: could not log the sweep's summary ({first_line(exc)})")
+    finally:  # whatever happened above, what was written is sent or spooled
+        unsent = tracking.log.close(CLOSE_TIMEOUT_S)
+    if not unsent:  # every staged file was sent: the folder holds only empty ones
+        shutil.rmtree(tracking.staging, ignore_errors=True)
+    return unsent
+
+
+def _summarise(tracking: SweepTracking, records: list[TrialRecord], interrupted: bool) -> None:
     log, folder = tracking.log, tracking.staging / "sweep"
     for trial_id in sorted(tracking.open_trials):  # started, not finished: they continue on resume
         log.end_run(trial_id, "KILLED")
@@ -96,10 +110,6 @@ def close_sweep(tracking: SweepTracking, records: list[TrialRecord], interrupted
         for file in files:
             log.log_artifact(SWEEP_KEY, folder / file, remove_after=True)
     log.end_run(SWEEP_KEY, "KILLED" if interrupted else "FINISHED")
-    unsent = log.close(CLOSE_TIMEOUT_S)
-    if not unsent:  # every staged file was sent: the folder holds only empty ones
-        shutil.rmtree(tracking.staging, ignore_errors=True)
-    return unsent
 
 
 ACTIVE: dict[str, SweepTracking] = {}  # sweep id -> this process's live tracking (threads do not pickle)
@@ -121,21 +131,25 @@ class TrackingCallback(ray.tune.Callback):
         return ACTIVE[self.sweep_id]
 
     def on_trial_start(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
-        self._open(trial)
+        with _never_stops_the_sweep("start", trial):
+            self._open(trial)
 
     def on_trial_result(self, iteration: int, trials: list[Trial], trial: Trial, result: dict, **info: Any) -> None:
-        if trial.trial_id not in self.tracking.open_trials:
-            self._open(trial)
-        if result.get("checkpoint_path"):
-            self.checkpoints[trial.trial_id] = result["checkpoint_path"]
-        if "epoch" in result:
-            self.tracking.log.log_epoch(trial.trial_id, result["epoch"], _epoch_metrics(result))
+        with _never_stops_the_sweep("an epoch", trial):
+            if trial.trial_id not in self.tracking.open_trials:
+                self._open(trial)
+            if result.get("checkpoint_path"):
+                self.checkpoints[trial.trial_id] = result["checkpoint_path"]
+            if "epoch" in result:
+                self.tracking.log.log_epoch(trial.trial_id, result["epoch"], _epoch_metrics(result))
 
     def on_trial_complete(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
-        self._finish(trial, errored=False)
+        with _never_stops_the_sweep("the end", trial):
+            self._finish(trial, errored=False)
 
     def on_trial_error(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
-        self._finish(trial, errored=True)
+        with _never_stops_the_sweep("the end", trial):
+            self._finish(trial, errored=True)
 
     def _open(self, trial: Trial) -> None:
         t = self.tracking
@@ -182,6 +196,16 @@ class TrackingCallback(ray.tune.Callback):
         if best_trial is not None:
             summary["best_val_loss"] = best_trial.best_val_loss
         t.log.log_epoch(SWEEP_KEY, len(finished), summary, int(time.time() * 1000))
+
+
+@contextmanager
+def _never_stops_the_sweep(what: str, trial: Trial) -> Iterator[None]:
+    """Preparing a write can fail here (a full disk, unreadable storage): say so; training goes on."""
+    try:
+        yield
+    except Exception as exc:  # noqa: BLE001 - tracking must not end the sweep
+        note(f"tracking: could not log {what} of trial {trial.trial_id} ({first_line(exc)}); the sweep goes on")
+
 
 
 def _space_params(space: SweepSpace) -> dict[str, Any]:

@@ -1,12 +1,17 @@
 """A sweep's MLflow writes, made in order by one background thread; buffered while the store is down.
 
 The sweep's driver enqueues writes (runs, epochs, tags, artifacts, ends) and goes on at once;
-training never waits for MLflow. A write that fails because the store does not answer is
-retried, with backoff up to RETRY_MAX_S, until it succeeds: nothing is dropped, the writes
-behind it wait (their order is kept). `close` gives the queue a bounded time to drain, then
-saves what is left to a spool file, which the next TrackingLog of the same sweep (`mamba-tune
-resume`) sends first. Every write is idempotent (runs are found by key before being created,
-an epoch already logged is skipped, artifacts overwrite), so a replay never duplicates.
+training never waits for MLflow. A write that fails because the store does not answer (no
+connection, a timeout, a 5xx, a locked database) is retried, with backoff up to RETRY_MAX_S,
+until it succeeds: the writes behind it wait, in order. A write MLflow refuses for good is
+reported and skipped.
+
+Every write is also appended to a spool file before it is queued (a write-ahead log), and the
+file is emptied whenever the queue is: after a crash, or a sweep that ended while the store
+was down (`close` waits a bounded time), the next TrackingLog of the same sweep (`mamba-tune
+resume`) sends what it holds first, in the original order. Every write is idempotent (runs
+are found by key before being created, a step already logged is skipped, tags and artifacts
+overwrite), so replaying one that had been sent changes nothing.
 
 Runs are named by keys: "sweep" for the parent run, the trial id for a trial's run.
 """
@@ -21,6 +26,8 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
+import requests
+import sqlalchemy.exc
 from mlflow import MlflowClient
 from mlflow.entities import Metric, Param, RunTag
 from mlflow.exceptions import MlflowException, RestException
@@ -31,8 +38,9 @@ from tuning.tracking_store import first_line
 SWEEP_KEY = "sweep"
 KEY_TAG, SWEEP_TAG = "mamba_tune.key", "mamba_tune.sweep_id"
 RETRY_MIN_S, RETRY_MAX_S = 1.0, 10.0
-_PERMANENT = {"INVALID_PARAMETER_VALUE", "RESOURCE_ALREADY_EXISTS", "RESOURCE_DOES_NOT_EXIST", "BAD_REQUEST",
-              "INVALID_STATE", "PERMISSION_DENIED"}  # retrying these cannot help
+_RETRYABLE_CODES = {"INTERNAL_ERROR", "TEMPORARILY_UNAVAILABLE", "REQUEST_LIMIT_EXCEEDED", "DEADLINE_EXCEEDED",
+                    "SERVICE_UNDER_MAINTENANCE", "IO_ERROR", "ABORTED"}  # the server's 5xx/429 kinds
+STEP_MARKERS = ("val_loss", "trials_finished")  # a trial's and the sweep's per-step metric: which steps a run holds
 events = logging.getLogger("mamba_tune.sweep")
 
 
@@ -47,9 +55,10 @@ class TrackingLog:
         self.sent_while_down = 0
         self.done = threading.Condition()
         self.stopping = False
-        if spool.exists():  # writes an earlier run of this sweep could not send: first in line
-            self.queue.extend(json.loads(line) for line in spool.read_text().splitlines() if line.strip())
-            _note(f"tracking: sending {len(self.queue)} write(s) saved in {spool} by an earlier run")
+        if spool.exists():  # writes an earlier run of this sweep may not have sent: first in line
+            self.queue.extend(_read_spool(spool))
+            if self.queue:
+                note(f"tracking: sending {len(self.queue)} write(s) saved in {spool} by an earlier run")
         self.thread = threading.Thread(target=self._serve, name="mamba-tune-tracking", daemon=True)
         self.thread.start()
 
@@ -90,22 +99,27 @@ class TrackingLog:
     def close(self, timeout_s: float) -> int:
         """Flush for at most `timeout_s`, stop, save what is left to the spool; returns how many were saved."""
         if not self.flush(timeout_s) and self.down_since is not None:
-            _note(f"tracking: the store has not answered for {time.monotonic() - self.down_since:.0f} s")
+            note(f"tracking: the store has not answered for {time.monotonic() - self.down_since:.0f} s")
         with self.done:
             self.stopping = True
             left = list(self.queue)
             self.done.notify_all()
+            if left:  # the spool holds them already; keep only them
+                write_text_atomic(self.spool, "".join(json.dumps(op) + "\n" for op in left))
+            else:
+                self.spool.unlink(missing_ok=True)
         if left:
-            write_text_atomic(self.spool, "".join(json.dumps(op) + "\n" for op in left))
-            _note(f"tracking: {len(left)} write(s) not sent are saved in {self.spool}; they are sent by the next "
+            note(f"tracking: {len(left)} write(s) not sent are saved in {self.spool}; they are sent by the next "
                   "`mamba-tune resume` of this sweep")
-        elif self.spool.exists():
-            self.spool.unlink()
         return len(left)
 
     # -- the sending thread -------------------------------------------------------------------
     def _put(self, op: dict[str, Any]) -> None:
+        line = json.dumps(op) + "\n"
         with self.done:
+            self.spool.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.spool, "a") as spool:  # before it is queued: a crash from here on loses nothing
+                spool.write(line)
             self.queue.append(op)
             self.done.notify_all()
 
@@ -122,9 +136,9 @@ class TrackingLog:
             try:
                 self._send(op)
             except Exception as exc:  # noqa: BLE001 - every failure is either retried or reported
-                if _permanent(exc):
-                    _note(f"tracking: MLflow refused a write ({op['op']} for {op['key']}): {first_line(exc)}; "
-                          "it is skipped")
+                if not _transient(exc):
+                    note(f"tracking: a write failed for good ({op['op']} for {op['key']}): {first_line(exc)}; "
+                          "it is skipped, the sweep goes on")
                 else:
                     self._unreachable(exc, delay)
                     with self.done:
@@ -136,18 +150,20 @@ class TrackingLog:
             if self.down_since is not None:
                 self.sent_while_down += 1
                 if len(self.queue) == 1:  # the last one waiting: said before flush() can return
-                    _note(f"tracking: the store answers again after {time.monotonic() - self.down_since:.0f} s; "
+                    note(f"tracking: the store answers again after {time.monotonic() - self.down_since:.0f} s; "
                           f"sent {self.sent_while_down} buffered write(s)")
                     self.down_since, self.sent_while_down = None, 0
             with self.done:
                 self.queue.popleft()
                 self.busy = False
+                if not self.queue:  # everything written is sent: the spool has nothing to keep
+                    self.spool.unlink(missing_ok=True)
                 self.done.notify_all()
 
     def _unreachable(self, exc: Exception, delay: float) -> None:
         if self.down_since is None:
             self.down_since = time.monotonic()
-            _note(f"tracking: the store does not answer ({first_line(exc)}); training goes on, MLflow writes are "
+            note(f"tracking: the store does not answer ({first_line(exc)}); training goes on, MLflow writes are "
                   f"buffered and retried (every {delay:.0f}-{RETRY_MAX_S:.0f} s) until it does")
 
     def _send(self, op: dict[str, Any]) -> None:
@@ -179,6 +195,10 @@ class TrackingLog:
         if found is not None:
             self.run_ids[key] = found
             self.client.update_run(found, status="RUNNING")
+            have = self.client.get_run(found).data.params  # a retried start may have created it without them
+            missing = [Param(k, v) for k, v in op["params"].items() if k not in have]
+            if missing:
+                self.client.log_batch(found, params=missing, synchronous=True)
             return
         tags = {**op["tags"], KEY_TAG: key, SWEEP_TAG: self.sweep_id}
         if op["parent"] is not None:
@@ -204,15 +224,38 @@ class TrackingLog:
         if not runs:
             return None
         run_id = runs[0].info.run_id
-        self.logged_steps[key] = {m.step for m in self.client.get_metric_history(run_id, "val_loss")}
+        self.logged_steps[key] = {m.step for metric in STEP_MARKERS
+                                  for m in self.client.get_metric_history(run_id, metric)}
         return run_id
 
 
-def _permanent(exc: Exception) -> bool:
-    return isinstance(exc, (RestException, MlflowException)) and exc.error_code in _PERMANENT and not (
-        "Max retries exceeded" in str(exc) or "Connection" in str(exc))
+def _transient(exc: Exception) -> bool:
+    """A failure that retrying can cure: no connection, a timeout, the server busy or failing, a locked database."""
+    if isinstance(exc, (ConnectionError, TimeoutError, requests.exceptions.RequestException,
+                        sqlalchemy.exc.OperationalError)):
+        return True
+    if isinstance(exc, RestException):  # the server answered: a 5xx-style code may pass, a refusal will not
+        return exc.error_code in _RETRYABLE_CODES
+    if isinstance(exc, MlflowException):  # the client's wrapping of a failed request or of a database error
+        text = str(exc)
+        failed_request = "API request to" in text and ("failed with exception" in text or "timeout" in text or any(
+            f"failed with error code {code}" in text for code in ("429", "500", "502", "503", "504")))
+        return failed_request or "database is locked" in text
+    return False
 
 
-def _note(text: str) -> None:
+def _read_spool(spool: Path) -> list[dict[str, Any]]:
+    """The spool's writes; a last line cut short by a crash is left out."""
+    ops = []
+    for line in spool.read_text().splitlines():
+        try:
+            ops.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return ops
+
+
+def note(text: str) -> None:
+    """A line for the sweep's progress output (tuning/cli_sweep.py prints it)."""
     events.warning(text, extra={"sweep_event": {"kind": "note", "text": text}})
 

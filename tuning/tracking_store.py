@@ -27,7 +27,6 @@ DATABASE = "mlflow.db"
 ARTIFACTS = "artifacts"
 MLFLOW_DEFAULTS = {  # unless set: MLflow's own retries hold a dead server for minutes, ours run in the background
     "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0",
-    "MLFLOW_HTTP_REQUEST_TIMEOUT": "10",
     "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true",  # a "View run at" line per ended run is not ours to print
 }
 PROBE_TIMEOUT_S = 5
@@ -62,6 +61,9 @@ class TrackingStore:
         if found is None:
             location = f"{self.artifact_root}/{name}" if self.artifact_root else None
             experiment_id = client.create_experiment(name, artifact_location=location)
+        elif found.lifecycle_stage == "deleted":
+            raise UsageError(f"MLflow experiment {name!r} was deleted in {self.uri}; restore it (`mlflow experiments "
+                             f"restore --experiment-id {found.experiment_id}`) or delete it for good (`mlflow gc`)")
         else:
             experiment_id = found.experiment_id
         if found is None or found.tags.get(KIND_TAG) != MODEL_TRAINING:
@@ -82,8 +84,9 @@ def resolve_store(uri: str | None = None, folder: str | Path = DEFAULT_TRACKING_
     if uri.startswith("sqlite:///"):
         root = Path(uri.removeprefix("sqlite:///")).expanduser().resolve().parent
         return TrackingStore(uri, (root / ARTIFACTS).as_uri())
-    raise UsageError(f"--tracking-uri {uri!r}: use http(s)://HOST:PORT of an `mlflow server`, or sqlite:///PATH "
-                     "for a local store; leave it out for the embedded store in runs/mlflow")
+    raise UsageError(f"tracking URI {uri!r} (--tracking-uri or MLFLOW_TRACKING_URI): use http(s)://HOST:PORT of an "
+                     "`mlflow server`, or sqlite:///PATH for a local store; leave both unset for the embedded store "
+                     "in runs/mlflow")
 
 
 def open_store(store: TrackingStore) -> MlflowClient:

@@ -37,8 +37,8 @@ def mlflow_server(tmp_path):
     folder = tmp_path / "mlflow-server"
     folder.mkdir()
     server = MlflowServer(folder)
-    server.start()
     try:
+        server.start()
         yield server
     finally:
         server.stop()

@@ -30,8 +30,8 @@ class MlflowServer:
         command = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri",
                    f"sqlite:///{self.folder / 'server.db'}", "--artifacts-destination", str(self.folder / "artifacts"),
                    "--host", "127.0.0.1", "--port", str(self.port), "--workers", "1"]
-        log = open(self.folder / "server.log", "a")  # noqa: SIM115 - the process owns it
-        self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        with open(self.folder / "server.log", "a") as log:  # the process keeps its own copy of the handle
+            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:

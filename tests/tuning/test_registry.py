@@ -269,3 +269,13 @@ def test_cli_train_register_unreachable_store_fails_before_training(registered, 
 def test_cli_train_tracking_flags_without_register_are_one_line_exit_2(run_cli, tmp_path):
     done = run_cli("train", "--data", tmp_path / "bars.parquet", "--out", tmp_path / "out", "--experiment", "x")
     assert_one_line_error(done, "--tracking-uri and --experiment say where --register logs the run")
+
+
+def test_registered_model_takes_iso_timestamps_as_model_serving_sends_them(registered, registry_uri):
+    loaded = mlflow.pyfunc.load_model(f"models:/{NAME}/1")
+    bars = bars_frame(read_bars(registered.folder / "new.parquet"))
+    as_json = bars.assign(timestamp=bars["timestamp"].dt.strftime("%Y-%m-%dT%H:%M:%S"))
+    torch.testing.assert_close(torch.tensor(loaded.predict(as_json)["prediction"].to_numpy()),
+                               torch.tensor(loaded.predict(bars)["prediction"].to_numpy()))
+    with pytest.raises(MlflowException, match="model_input: column 'timestamp' holds text that is not an ISO 8601"):
+        loaded.predict(bars.assign(timestamp="yesterday"))
