@@ -169,15 +169,17 @@ class TrackingCallback(ray.tune.Callback):
         if key not in t.open_trials:
             self._open(trial)
         t.open_trials.discard(key)
-        reason, epoch = stop_reason(t.space.gate, t.space.scheduler.max_epochs, trial.last_result or None, errored)
-        checkpoint = self.checkpoints.get(key) or (trial.last_result or {}).get("checkpoint_path")
+        last = trial.last_result or {}
+        records = Ledger(self.ledger_path).records  # SweepCallback, called first, has recorded this trial
+        record = records.get(key)
+        reason, epoch = ((record.stop_reason, record.stop_epoch) if record else
+                         stop_reason(t.space.gate, t.space.scheduler.max_epochs, last or None, errored))
+        checkpoint = self.checkpoints.get(key) or last.get("checkpoint_path")
         history = read_history(t.fs, checkpoint)
         for metrics in history:  # epochs an earlier driver reported but never sent (killed): sent now, once
             t.log.log_epoch(key, metrics["epoch"], _epoch_metrics(metrics))
-        record = Ledger(self.ledger_path).records.get(key)
         t.log.set_tags(key, {"stop_reason": reason, "stop_epoch": epoch,
-                             "best_epoch": record.best_epoch if record else (trial.last_result or {}).get(
-                                 "best_epoch", 0)})
+                             "best_epoch": record.best_epoch if record else last.get("best_epoch", 0)})
         folder = t.staging / key
         best = copy_file(t.fs, checkpoint, "best.pt", folder / "best.pt")
         if best is not None:
@@ -190,7 +192,7 @@ class TrackingCallback(ray.tune.Callback):
             loss_curve(history, folder / "loss_curve.png", f"trial {key}: ended {reason} at epoch {epoch}")
             t.log.log_artifact(key, folder / "loss_curve.png", remove_after=True)
         t.log.end_run(key, RUN_STATUS[reason])
-        finished = list(Ledger(self.ledger_path).records.values())
+        finished = list(records.values())
         best_trial = best_record(finished)
         summary = {"trials_finished": len(finished)}
         if best_trial is not None:
