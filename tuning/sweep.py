@@ -46,7 +46,7 @@ from tuning.tracking import ACTIVE, SweepTracking, TrackingCallback, close_sweep
 from tuning.tracking_log import TrackingLog
 from tuning.tracking_store import TrackingStore
 from tuning.trainable import TrialSetup, run_trial
-from tuning.trial_files import read_history, storage_filesystem
+from tuning.trial_files import latest_checkpoint, read_history, storage_filesystem
 
 RAY_ENV = {  # for every Ray process of the sweep
     "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.5",  # the default 2 s delays every epoch's report by ~1 s
@@ -186,7 +186,8 @@ def open_tracking(store: TrackingStore, client: Any, paths: SweepPaths, manifest
     settings = {"trials": manifest["trials"], "concurrency": plan.concurrency, "workers_per_trial": plan.workers,
                 "storage": paths.sweep_storage, "sweep_id": sweep_id(manifest)}
     return open_sweep(log, paths.folder / TRACKING_STAGING, storage_filesystem(paths.ray_storage), paths.name,
-                      manifest["space"], space, manifest["data"], data.summary, data.baselines, settings)
+                      manifest["space"], space, manifest["data"], data.summary, data.baselines, settings,
+                      f"{paths.sweep_storage}/train")
 
 
 def send_pending(store: TrackingStore, client: Any, paths: SweepPaths, manifest: dict[str, Any]) -> int:
@@ -268,8 +269,12 @@ class SweepCallback(ray.tune.Callback):
         last = trial.last_result or None
         reason, epoch = stop_reason(self.gate, self.max_epochs, last, errored)
         last = last or {}
-        checkpoint = self.checkpoints.get(trial.trial_id)
-        history = read_history(storage_filesystem(self.storage), checkpoint) if self.storage else []
+        fs = storage_filesystem(self.storage) if self.storage else None
+        checkpoint = self.checkpoints.get(trial.trial_id) or last.get("checkpoint_path")
+        if fs is not None and checkpoint is None:  # resumed with nothing left to run: no result named it
+            train = f"{self.storage.rstrip('/')}/{self.ledger_path.parent.name}/train"
+            checkpoint = latest_checkpoint(fs, train, trial.trial_id)
+        history = read_history(fs, checkpoint) if fs else []
         record = TrialRecord(
             trial_id=trial.trial_id, params=dict(trial.config), stop_reason=reason, stop_epoch=epoch,
             best_val_loss=float(last.get("best_val_loss", float("inf"))), best_epoch=int(last.get("best_epoch", 0)),

@@ -39,7 +39,7 @@ from tuning.plots import loss_by_hyperparameter, loss_curve, sweep_curves
 from tuning.space import SEARCHABLE, Choice, SweepSpace, with_params
 from tuning.tracking_log import SWEEP_KEY, TrackingLog, note
 from tuning.tracking_store import EPOCH_METRICS, first_line
-from tuning.trial_files import copy_file, read_history
+from tuning.trial_files import copy_file, latest_checkpoint, read_history
 
 RUN_STATUS = {"completed": "FINISHED", "asha": "FINISHED", "gate": "FINISHED", "nan": "FAILED", "error": "FAILED"}
 CLOSE_TIMEOUT_S = 60.0  # how long the end of a sweep waits for an unreachable store before spooling
@@ -55,12 +55,13 @@ class SweepTracking:
     space: SweepSpace
     name: str
     data_path: str
+    train_storage: str  # Ray Train's storage of the trials' checkpoints (<sweep storage>/train)
     open_trials: set[str] = field(default_factory=set)
 
 
 def open_sweep(log: TrackingLog, staging: Path, fs: pyarrow.fs.FileSystem, name: str, space_values: dict[str, Any],
                space: SweepSpace, data_path: str, data_summary: dict[str, Any], baselines: dict[str, float],
-               settings: dict[str, Any]) -> SweepTracking:
+               settings: dict[str, Any], train_storage: str) -> SweepTracking:
     """Start (or reopen) the sweep's parent run with its settings, space and data."""
     params = {**{f"sweep.{k}": v for k, v in settings.items()}, **_space_params(space),
               **{f"data.{k}": v for k, v in data_summary.items() if k != "features"},
@@ -70,7 +71,7 @@ def open_sweep(log: TrackingLog, staging: Path, fs: pyarrow.fs.FileSystem, name:
             "Each nested run is one trial; its tag stop_reason says why it ended.")
     log.start_run(SWEEP_KEY, f"{name} sweep", tags={"mamba_tune.role": "sweep", "mlflow.note.content": note},
                   params=params)
-    tracking = SweepTracking(log, staging, fs, space, name, data_path)
+    tracking = SweepTracking(log, staging, fs, space, name, data_path, train_storage)
     write_text_atomic(staging / "sweep" / "space.yaml", yaml.safe_dump(space_values, sort_keys=False))
     write_text_atomic(staging / "sweep" / "data.json", json.dumps({**data_summary, "baselines": baselines}, indent=1))
     for file in ("space.yaml", "data.json"):
@@ -174,7 +175,8 @@ class TrackingCallback(ray.tune.Callback):
         record = records.get(key)
         reason, epoch = ((record.stop_reason, record.stop_epoch) if record else
                          stop_reason(t.space.gate, t.space.scheduler.max_epochs, last or None, errored))
-        checkpoint = self.checkpoints.get(key) or last.get("checkpoint_path")
+        checkpoint = (self.checkpoints.get(key) or last.get("checkpoint_path")
+                      or latest_checkpoint(t.fs, t.train_storage, key))
         history = read_history(t.fs, checkpoint)
         for metrics in history:  # epochs an earlier driver reported but never sent (killed): sent now, once
             t.log.log_epoch(key, metrics["epoch"], _epoch_metrics(metrics))

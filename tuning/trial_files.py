@@ -46,3 +46,18 @@ def copy_file(fs: pyarrow.fs.FileSystem, checkpoint: str | None, name: str, dest
         dest.unlink(missing_ok=True)
         return None
     return dest
+
+
+def latest_checkpoint(fs: pyarrow.fs.FileSystem, train_storage: str, trial_id: str) -> str | None:
+    """The newest checkpoint folder Ray Train kept for a trial (names sort by time); None when there is none.
+
+    For a trial whose last result named no checkpoint (a resumed trial with nothing left to run).
+    """
+    base = train_storage.split("://", 1)[1] if "://" in train_storage else train_storage
+    try:
+        entries = fs.get_file_info(pyarrow.fs.FileSelector(f"{base.rstrip('/')}/{trial_id}"))
+    except (FileNotFoundError, OSError):
+        return None
+    folders = sorted(e.path for e in entries if e.type == pyarrow.fs.FileType.Directory
+                     and e.base_name.startswith("checkpoint_"))
+    return folders[-1] if folders else None

@@ -52,7 +52,8 @@ def assert_sweep_logged(uri: str, name: str, records: dict[str, dict], tmp_path)
         assert [step for step, _ in history] == list(range(record["stop_epoch"] + 1))  # every epoch, once
         best = min(value for _, value in history if math.isfinite(value))
         torch.testing.assert_close(best, record["best_val_loss"], rtol=1e-9, atol=0)
-        assert artifact_files(client, run.info.run_id) == TRIAL_ARTIFACTS
+        files = artifact_files(client, run.info.run_id)
+        assert files == TRIAL_ARTIFACTS, (trial_id, record["stop_reason"], record["stop_epoch"], sorted(files))
         checkpoint = load_checkpoint(client.download_artifacts(run.info.run_id, "checkpoint/best.pt", str(tmp_path)))
         assert checkpoint["best_epoch"] == record["best_epoch"]
         torch.testing.assert_close(checkpoint["best_val_loss"], record["best_val_loss"], rtol=1e-9, atol=0)
