@@ -46,7 +46,7 @@ from tuning.tracking import ACTIVE, SweepTracking, TrackingCallback, close_sweep
 from tuning.tracking_log import TrackingLog
 from tuning.tracking_store import TrackingStore
 from tuning.trainable import TrialSetup, run_trial
-from tuning.trial_files import latest_checkpoint, read_history, storage_filesystem
+from tuning.trial_files import final_checkpoint, storage_filesystem
 
 RAY_ENV = {  # for every Ray process of the sweep
     "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.5",  # the default 2 s delays every epoch's report by ~1 s
@@ -269,12 +269,11 @@ class SweepCallback(ray.tune.Callback):
         last = trial.last_result or None
         reason, epoch = stop_reason(self.gate, self.max_epochs, last, errored)
         last = last or {}
-        fs = storage_filesystem(self.storage) if self.storage else None
-        checkpoint = self.checkpoints.get(trial.trial_id) or last.get("checkpoint_path")
-        if fs is not None and checkpoint is None:  # resumed with nothing left to run: no result named it
+        history: list[dict[str, Any]] = []
+        if self.storage:
             train = f"{self.storage.rstrip('/')}/{self.ledger_path.parent.name}/train"
-            checkpoint = latest_checkpoint(fs, train, trial.trial_id)
-        history = read_history(fs, checkpoint) if fs else []
+            named = self.checkpoints.get(trial.trial_id) or last.get("checkpoint_path")
+            _, history = final_checkpoint(storage_filesystem(self.storage), named, train, trial.trial_id, epoch)
         record = TrialRecord(
             trial_id=trial.trial_id, params=dict(trial.config), stop_reason=reason, stop_epoch=epoch,
             best_val_loss=float(last.get("best_val_loss", float("inf"))), best_epoch=int(last.get("best_epoch", 0)),

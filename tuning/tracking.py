@@ -39,7 +39,7 @@ from tuning.plots import loss_by_hyperparameter, loss_curve, sweep_curves
 from tuning.space import SEARCHABLE, Choice, SweepSpace, with_params
 from tuning.tracking_log import SWEEP_KEY, TrackingLog, note
 from tuning.tracking_store import EPOCH_METRICS, first_line
-from tuning.trial_files import copy_file, latest_checkpoint, read_history
+from tuning.trial_files import copy_file, final_checkpoint
 
 RUN_STATUS = {"completed": "FINISHED", "asha": "FINISHED", "gate": "FINISHED", "nan": "FAILED", "error": "FAILED"}
 CLOSE_TIMEOUT_S = 60.0  # how long the end of a sweep waits for an unreachable store before spooling
@@ -175,9 +175,8 @@ class TrackingCallback(ray.tune.Callback):
         record = records.get(key)
         reason, epoch = ((record.stop_reason, record.stop_epoch) if record else
                          stop_reason(t.space.gate, t.space.scheduler.max_epochs, last or None, errored))
-        checkpoint = (self.checkpoints.get(key) or last.get("checkpoint_path")
-                      or latest_checkpoint(t.fs, t.train_storage, key))
-        history = read_history(t.fs, checkpoint)
+        checkpoint, history = final_checkpoint(t.fs, self.checkpoints.get(key) or last.get("checkpoint_path"),
+                                               t.train_storage, key, epoch)
         for metrics in history:  # epochs an earlier driver reported but never sent (killed): sent now, once
             t.log.log_epoch(key, metrics["epoch"], _epoch_metrics(metrics))
         t.log.set_tags(key, {"stop_reason": reason, "stop_epoch": epoch,

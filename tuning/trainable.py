@@ -62,7 +62,9 @@ def run_trial(params: dict[str, Any], setup: TrialSetup) -> None:
         run_config=ray.train.RunConfig(
             name=trial_id, storage_path=setup.storage, callbacks=[TuneReportCallback()],
             failure_config=ray.train.FailureConfig(max_failures=setup.max_failures),
-            checkpoint_config=ray.train.CheckpointConfig(num_to_keep=1)),  # last.pt + best.pt: the latest is all
+            # The newest two: a trial the scheduler stops may write one more before it is killed, and the
+            # driver reads the one it stopped on (tuning/trial_files.py: final_checkpoint).
+            checkpoint_config=ray.train.CheckpointConfig(num_to_keep=2)),
     )
     trainer.fit()
 

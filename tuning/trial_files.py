@@ -48,16 +48,30 @@ def copy_file(fs: pyarrow.fs.FileSystem, checkpoint: str | None, name: str, dest
     return dest
 
 
-def latest_checkpoint(fs: pyarrow.fs.FileSystem, train_storage: str, trial_id: str) -> str | None:
-    """The newest checkpoint folder Ray Train kept for a trial (names sort by time); None when there is none.
+def final_checkpoint(fs: pyarrow.fs.FileSystem, named: str | None, train_storage: str, trial_id: str,
+                     stop_epoch: int) -> tuple[str | None, list[dict[str, Any]]]:
+    """The checkpoint a trial ended on and its history up to `stop_epoch`; (None, []) when none is left.
 
-    For a trial whose last result named no checkpoint (a resumed trial with nothing left to run).
+    `named` is the checkpoint its last result named. Ray Train may have replaced it since: a trial
+    stopped by the scheduler runs on until its actor is killed, and Train keeps only the newest
+    checkpoints. Then the newest one kept that goes no further than `stop_epoch` is taken (or the
+    oldest one kept, cut to `stop_epoch`); a resumed trial with nothing left to run names none.
     """
+    candidates = [named] if named else []
+    candidates += [c for c in reversed(_checkpoints(fs, train_storage, trial_id)) if c != named]
+    readable = [(c, h) for c in candidates if (h := read_history(fs, c))]
+    if not readable:
+        return None, []
+    checkpoint, history = next(((c, h) for c, h in readable if h[-1]["epoch"] <= stop_epoch), readable[-1])
+    return checkpoint, [m for m in history if m["epoch"] <= stop_epoch]
+
+
+def _checkpoints(fs: pyarrow.fs.FileSystem, train_storage: str, trial_id: str) -> list[str]:
+    """The checkpoint folders Ray Train kept for a trial, oldest first (their names sort by time)."""
     base = train_storage.split("://", 1)[1] if "://" in train_storage else train_storage
     try:
         entries = fs.get_file_info(pyarrow.fs.FileSelector(f"{base.rstrip('/')}/{trial_id}"))
     except (FileNotFoundError, OSError):
-        return None
-    folders = sorted(e.path for e in entries if e.type == pyarrow.fs.FileType.Directory
-                     and e.base_name.startswith("checkpoint_"))
-    return folders[-1] if folders else None
+        return []
+    return sorted(e.path for e in entries if e.type == pyarrow.fs.FileType.Directory
+                  and e.base_name.startswith("checkpoint_"))

@@ -1,0 +1,47 @@
+"""final_checkpoint: the checkpoint a trial ended on, even when Ray Train has replaced the one its result named."""
+
+import json
+import shutil
+
+import pyarrow.fs
+
+from tuning.trainable import HISTORY
+from tuning.trial_files import final_checkpoint
+
+FS = pyarrow.fs.LocalFileSystem()
+
+
+def checkpoint(train, trial_id: str, stamp: str, last_epoch: int) -> str:
+    folder = train / trial_id / f"checkpoint_2026-11-30_08-00-{stamp}"
+    folder.mkdir(parents=True)
+    (folder / HISTORY).write_text(json.dumps([{"epoch": e, "val_loss": 1.0 / (e + 1)} for e in range(last_epoch + 1)]))
+    return str(folder)
+
+
+def test_the_named_checkpoint_is_taken_while_it_exists(tmp_path):
+    older, newer = checkpoint(tmp_path, "a", "01", 2), checkpoint(tmp_path, "a", "02", 3)
+    path, history = final_checkpoint(FS, older, str(tmp_path), "a", stop_epoch=2)
+    assert path == older and [m["epoch"] for m in history] == [0, 1, 2]
+    assert final_checkpoint(FS, newer, str(tmp_path), "a", stop_epoch=3)[0] == newer
+
+
+def test_a_named_checkpoint_train_replaced_falls_back_to_the_newest_kept_up_to_the_stop_epoch(tmp_path):
+    stopped_on = checkpoint(tmp_path, "a", "01", 3)
+    kept = [checkpoint(tmp_path, "a", "02", 4), checkpoint(tmp_path, "a", "03", 5)]  # ran on after the stop
+    path, history = final_checkpoint(FS, stopped_on + "-gone", str(tmp_path), "a", stop_epoch=3)
+    assert path == stopped_on and [m["epoch"] for m in history] == [0, 1, 2, 3]
+    shutil.rmtree(stopped_on)  # only later ones left: the oldest, cut to the stop epoch
+    path, history = final_checkpoint(FS, stopped_on, str(tmp_path), "a", stop_epoch=3)
+    assert path == kept[0] and [m["epoch"] for m in history] == [0, 1, 2, 3]
+
+
+def test_a_resumed_trial_that_names_no_checkpoint_takes_the_newest(tmp_path):
+    checkpoint(tmp_path, "a", "01", 1)
+    newest = checkpoint(tmp_path, "a", "02", 2)
+    assert final_checkpoint(FS, None, str(tmp_path), "a", stop_epoch=2) == (
+        newest, [{"epoch": e, "val_loss": 1.0 / (e + 1)} for e in range(3)])
+
+
+def test_no_checkpoint_left_gives_none(tmp_path):
+    assert final_checkpoint(FS, None, str(tmp_path), "missing", stop_epoch=3) == (None, [])
+    assert final_checkpoint(FS, str(tmp_path / "gone"), str(tmp_path), "missing", stop_epoch=3) == (None, [])
