@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from model.backend import BackendUnavailable
 from model.bars import DataError
 from model.checkpoint import CheckpointError
-from tuning import cli_data, cli_sweep, cli_train, cli_ui
+from tuning import cli_data, cli_doctor, cli_sweep, cli_train, cli_ui
 from tuning.errors import UsageError
 from tuning.resources import ResourceError
 from tuning.yaml_io import ConfigError, parse_yaml
@@ -75,6 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_train.add_command(commands)
     cli_sweep.add_commands(commands)
     cli_ui.add_command(commands)
+    cli_doctor.add_command(commands)
     return parser
 
 

@@ -47,7 +47,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
 def _storage_and_address(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--storage", default=DEFAULT_STORAGE,
                         help=f"folder or URI for results and checkpoints (default {DEFAULT_STORAGE})")
-    parser.add_argument("--address", help="join a running Ray cluster (auto or HOST:PORT); default: a local Ray")
+    parser.add_argument("--address", help="join a running Ray cluster (auto or HOST:PORT; default: RAY_ADDRESS, which "
+                        "`ray job submit` sets, else a local Ray)")
     parser.add_argument("--tracking-uri", help="MLflow tracking server, http(s)://HOST:PORT (default: "
                         "MLFLOW_TRACKING_URI, else the embedded store in runs/mlflow; resume: the sweep's own)")
 
@@ -66,6 +67,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
     from model.data import load_dataset
     from tuning import sweep
+    from tuning.shared_storage import check_shared
 
     paths = sweep.sweep_paths(args.storage, name)
     sweep.check_new(paths)
@@ -75,6 +77,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     started = sweep.start_ray(args.address)
     try:
         plan = sweep.cluster_plan(space)
+        check_shared(paths.ray_storage)  # a node-local folder on a cluster: refused before anything is written
         manifest = sweep.write_manifest(paths, args.data, space_values, trials, data, store.uri)
         args.resume_hint = f"mamba-tune resume {name}" + _storage_flag(args.storage)
         return _run(sweep, paths, space, data, manifest, plan, (store, client), args, resume=False)
@@ -85,6 +88,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 def cmd_resume(args: argparse.Namespace) -> int:
     from tuning import sweep
+    from tuning.shared_storage import check_shared
 
     paths = sweep.sweep_paths(args.storage, args.name)
     paths, manifest, space, data = sweep.load_for_resume(paths)
@@ -100,6 +104,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     started = sweep.start_ray(args.address)
     try:
         plan = sweep.cluster_plan(space)
+        check_shared(paths.ray_storage)
         args.resume_hint = f"mamba-tune resume {args.name}" + _storage_flag(args.storage)
         return _run(sweep, paths, space, data, manifest, plan, (store, client), args, resume=True)
     finally:

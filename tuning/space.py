@@ -6,7 +6,8 @@ Layout (search_spaces/default.yaml is the reference):
   initial:    configurations evaluated first, e.g. the original system's
   scheduler:  ASHA on the epoch: max_epochs, grace_period, reduction_factor
   gate:       the milestone gate (tuning/gate.py): epoch, threshold / ratio_to_baseline / ratio_to_e0
-  resources:  workers, cpus_per_worker, gpus_per_trial (a fraction packs trials on a GPU), max_concurrent
+  resources:  workers, cpus_per_worker, gpus_per_trial (a fraction packs trials on a GPU), max_concurrent,
+              custom (Ray resources a worker asks for)
   run:        the fixed data / model / train settings every trial shares (RunConfig's sections)
 Every problem is one ConfigError naming the file and the key.
 """
@@ -24,6 +25,7 @@ from tuning.run_config import RunConfig
 from tuning.yaml_io import ConfigError, read_yaml
 
 SEARCHABLE = {"learning_rate": "lr", "weight_decay": "weight_decay", "batch_size": "batch_size"}  # -> TrainConfig
+RAY_BUILTIN_RESOURCES = ("CPU", "GPU", "memory", "object_store_memory")
 TOP_LEVEL = ("name", "trials", "seed", "search", "initial", "scheduler", "gate", "resources", "run")
 
 
@@ -59,6 +61,9 @@ class ResourceConfig:
     cpus_per_worker: float = 1.0
     gpus_per_trial: float = 0.0  # split over the workers; 0.25 packs four trials on one GPU
     max_concurrent: int | None = None  # None: as many as the cluster's resources hold
+    # Custom Ray resources each worker asks for, e.g. {a100: 1} for nodes started with
+    # `ray start --resources '{"a100": 4}'`: trials then run on those nodes only.
+    custom: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         require_positive_ints(self, ("workers", "max_concurrent"), optional=("max_concurrent",))
@@ -66,6 +71,14 @@ class ResourceConfig:
             raise ValueError(f"cpus_per_worker must be a positive number, got {self.cpus_per_worker!r}")
         if not (_number(self.gpus_per_trial) and self.gpus_per_trial >= 0):
             raise ValueError(f"gpus_per_trial must be a number >= 0, got {self.gpus_per_trial!r}")
+        if not isinstance(self.custom, dict):
+            raise ValueError(f"custom must be a mapping of resource name to amount, got {self.custom!r}")
+        for name, amount in self.custom.items():
+            if not isinstance(name, str) or name in RAY_BUILTIN_RESOURCES or name.startswith("node:"):
+                raise ValueError(f"custom: {name!r} is not a custom resource name; CPU and GPU have their own "
+                                 "keys, and Ray's own resources (memory, node:...) cannot be asked for here")
+            if not _positive_number(amount):
+                raise ValueError(f"custom: {name} must be a positive number, got {amount!r}")
 
 
 @dataclass(frozen=True)

@@ -34,14 +34,24 @@ from ray.tune.experiment import Trial
 from model.atomic import write_text_atomic
 from model.data import Dataset, load_dataset
 from model.train import data_identity
+from tuning.autoscaler import launchable_nodes
 from tuning.errors import UsageError
 from tuning.gate import stop_reason
 from tuning.ledger import Ledger, TrialRecord
-from tuning.resources import TRIAL_DRIVER_RESOURCES, TrialPlan, plan_trials
+from tuning.resources import HEAD_RESOURCE, TRIAL_DRIVER_RESOURCES, TrialPlan, fullest_plan, plan_trials
 from tuning.scheduler import GatedASHA
 from tuning.searcher import make_searcher
 from tuning.space import SweepSpace, parse_space
-from tuning.sweep_files import DEFAULT_STORAGE, LEDGER, MANIFEST, STUDY, TRACKING_SPOOL, TRACKING_STAGING, TUNE_DIR
+from tuning.sweep_files import (
+    DEFAULT_STORAGE,
+    LEDGER,
+    MANIFEST,
+    STUDY,
+    TRACKING_SPOOL,
+    TRACKING_STAGING,
+    TUNE_DIR,
+    is_uri,
+)
 from tuning.tracking import ACTIVE, SweepTracking, TrackingCallback, close_sweep, open_sweep
 from tuning.tracking_log import TrackingLog
 from tuning.tracking_store import TrackingStore
@@ -76,7 +86,7 @@ class SweepPaths:
 
 def sweep_paths(storage: str, name: str) -> SweepPaths:
     """Where a sweep lives: all in <storage>/<name>, or with a URI storage, its local files in runs/sweeps/<name>."""
-    if "://" in storage:
+    if is_uri(storage):
         return SweepPaths(name, Path(DEFAULT_STORAGE).resolve() / name, storage)
     root = Path(storage).expanduser().resolve()
     return SweepPaths(name, root / name, str(root))
@@ -138,44 +148,66 @@ def load_for_resume(paths: SweepPaths) -> tuple[SweepPaths, dict[str, Any], Swee
 
 
 def start_ray(address: str | None) -> bool:
-    """Join the cluster at `address` ("auto", HOST:PORT) or start a local one; True when started here."""
+    """Join the cluster at `address` ("auto", HOST:PORT) or start a local one; True when started here.
+
+    Without `address`, RAY_ADDRESS names the cluster (`ray job submit` sets it for its entrypoint);
+    without either, a new local Ray is started, even where `ray start` left one running.
+    """
     if ray.is_initialized():
         return False
-    if address not in (None, "auto"):
-        _check_reachable(address)  # ray.init retries an address nobody answers at for minutes
+    source = "--address"
+    if address is None and os.environ.get("RAY_ADDRESS"):
+        address, source = os.environ["RAY_ADDRESS"], "RAY_ADDRESS"
+    if address not in (None, "auto", "local"):
+        _check_reachable(address, source)  # ray.init retries an address nobody answers at for minutes
     os.environ.update(RAY_ENV)  # this process is Tune's driver
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     logging.getLogger("ray.tune").setLevel(logging.ERROR)  # its interruption and restore hints name its API, not ours
     logging.getLogger("ray._private.authentication").setLevel(logging.ERROR)  # "token auth is on": nothing to do
+    started = address in (None, "local")
     try:
         # A local Ray gets the dashboard: it serves Ray's state API, which Ray Train's placement-group
         # cleaner needs to free a stopped trial's workers (without it, trials ASHA stops leak their CPUs).
-        local = {"include_dashboard": True} if address is None else {}
-        ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING,
+        local = {"include_dashboard": True} if started else {}
+        ray.init(address="local" if started else address, log_to_driver=False, logging_level=logging.WARNING,
                  runtime_env={"env_vars": RAY_ENV}, **local)
     except ConnectionError as exc:
-        raise UsageError(f"--address {address}: no Ray cluster answers there ({exc}); start one with "
+        raise UsageError(f"{source} {address}: no Ray cluster answers there ({exc}); start one with "
                          "`ray start --head` or check the address") from None
-    return address is None
+    return started
 
 
-def _check_reachable(address: str, timeout_s: float = 5.0) -> None:
+def _check_reachable(address: str, source: str, timeout_s: float = 5.0) -> None:
     if address.startswith("ray://"):
-        raise UsageError(f"--address {address}: Ray Client addresses are not supported (the sweep's records are "
+        raise UsageError(f"{source} {address}: Ray Client addresses are not supported (the sweep's records are "
                          "written where its driver runs); use HOST:PORT of the head node, or `ray job submit`")
+    if address.startswith(("http://", "https://")):
+        raise UsageError(f"{source} {address}: a dashboard (Jobs API) address; join a cluster by its head's "
+                         "HOST:PORT (port 6379 unless changed), or submit the sweep with `ray job submit --address "
+                         f"{address} -- mamba-tune sweep ...`" + ("; unset RAY_ADDRESS for a local Ray"
+                                                                  if source == "RAY_ADDRESS" else ""))
     host, _, port = address.rpartition(":")
     if not host or not port.isdigit():
-        raise UsageError(f"--address {address!r} is not HOST:PORT or auto, e.g. --address 10.0.0.5:6379")
+        raise UsageError(f"{source} {address!r} is not HOST:PORT or auto, e.g. --address 10.0.0.5:6379")
     try:
         socket.create_connection((host, int(port)), timeout=timeout_s).close()
     except OSError as exc:
-        raise UsageError(f"--address {address}: no Ray cluster answers there ({exc.strerror or exc}); start one "
+        raise UsageError(f"{source} {address}: no Ray cluster answers there ({exc.strerror or exc}); start one "
                          "with `ray start --head` or check the address") from None
 
 
 def cluster_plan(space: SweepSpace) -> TrialPlan:
-    """Concurrency and per-worker resources for this cluster (raises ResourceError)."""
-    return plan_trials(space.resources, [node["Resources"] for node in ray.nodes() if node["Alive"]])
+    """Concurrency and per-worker resources for this cluster (raises ResourceError).
+
+    On a cluster `ray up` made, the plan is for the nodes its autoscaler may launch too, not only
+    those up now (GPU nodes that scale from zero are not up yet).
+    """
+    alive = [node["Resources"] for node in ray.nodes() if node["Alive"]]
+    launchable = launchable_nodes()
+    if not launchable:
+        return plan_trials(space.resources, alive)
+    heads = [node for node in alive if HEAD_RESOURCE in node]
+    return fullest_plan(space.resources, [alive, heads + launchable])
 
 
 def open_tracking(store: TrackingStore, client: Any, paths: SweepPaths, manifest: dict[str, Any],

@@ -13,12 +13,13 @@ from typing import Any
 
 import pyarrow.fs
 
+from tuning.sweep_files import is_uri
 from tuning.trainable import HISTORY
 
 
 def storage_filesystem(storage: str) -> pyarrow.fs.FileSystem:
     """The filesystem of the sweep's storage (a path or a URI such as s3://bucket/sweeps)."""
-    if "://" in storage:
+    if is_uri(storage):
         return pyarrow.fs.FileSystem.from_uri(storage)[0]
     return pyarrow.fs.LocalFileSystem()
 
@@ -68,7 +69,7 @@ def final_checkpoint(fs: pyarrow.fs.FileSystem, named: str | None, train_storage
 
 def _checkpoints(fs: pyarrow.fs.FileSystem, train_storage: str, trial_id: str) -> list[str]:
     """The checkpoint folders Ray Train kept for a trial, oldest first (their names sort by time)."""
-    base = train_storage.split("://", 1)[1] if "://" in train_storage else train_storage
+    base = train_storage.split("://", 1)[1] if is_uri(train_storage) else train_storage
     try:
         entries = fs.get_file_info(pyarrow.fs.FileSelector(f"{base.rstrip('/')}/{trial_id}"))
     except (FileNotFoundError, OSError):

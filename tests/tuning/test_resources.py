@@ -30,6 +30,16 @@ def test_plan_trials_splits_a_trials_gpus_over_its_workers():
     assert (plan.gpus_per_worker, plan.concurrency) == (1.0, 1)  # 5 one-GPU bundles hold one 4-worker trial
 
 
+def test_plan_trials_places_workers_only_on_nodes_with_their_custom_resource():
+    nodes = [{"CPU": 8.0, "node:__internal_head__": 1.0}, {"CPU": 2.0, "trial_slot": 2.0}]
+    plan = plan_trials(ResourceConfig(cpus_per_worker=1, custom={"trial_slot": 1}), nodes)
+    assert plan.concurrency == 2 and plan.worker_resources() == {"CPU": 1.0, "trial_slot": 1.0}
+    assert plan.describe() == "2 trial(s) at once, each 1 worker(s) of 1 CPU + 1 trial_slot"
+    with pytest.raises(ResourceError, match=r"1 worker\(s\) of 1 CPU and 1 a100 each, the cluster "
+                                            r"\(2 node\(s\), 10 CPU, 0 GPU, 0 a100\) can hold 0"):
+        plan_trials(ResourceConfig(custom={"a100": 1}), nodes)
+
+
 @pytest.mark.parametrize(
     ("config", "match"),
     [

@@ -83,6 +83,10 @@ def write(tmp_path, change):
         ({"run.model.headdim": 24}, r"run: model: headdim must divide expand\*d_model"),
         ({"run.train.lr": 2.0}, r"run: train: lr must be in \(0, 1\), got 2.0"),
         ({"name": "has space"}, r"name must be letters, digits, '-' or '_', got 'has space'"),
+        ({"resources.custom": ["a100"]}, r"resources: custom must be a mapping of resource name to amount"),
+        ({"resources.custom": {"GPU": 1}}, r"resources: custom: 'GPU' is not a custom resource name"),
+        ({"resources.custom": {"node:__internal_head__": 1}}, r"custom: 'node:__internal_head__' is not a custom"),
+        ({"resources.custom": {"a100": 0}}, r"resources: custom: a100 must be a positive number, got 0"),
     ],
 )
 def test_space_rejects_each_problem_with_one_clear_error(tmp_path, change, match):

@@ -1,0 +1,34 @@
+"""A two-node Ray cluster on this machine, a real `mlflow server` beside it, and bars in a folder both nodes see."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.cluster.ray_cluster import RayCluster, client_token_auth
+from tests.tuning.conftest import bars  # noqa: F401 - the session's bars, shared with the tuning tests
+from tests.tuning.mlflow_server import MlflowServer
+
+TRIAL_SLOT = "trial_slot"  # the custom resource only the worker node has: trials ask for it
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """Head (1 CPU, where the drivers run) + node "worker-a" (2 CPU, 2 trial_slot); every process killed at the end."""
+    ray_cluster = RayCluster(tmp_path_factory.mktemp("ray-logs"))
+    with client_token_auth():
+        try:
+            ray_cluster.start_head(cpus=1)
+            ray_cluster.add_node("worker-a", cpus=2, resources={TRIAL_SLOT: 2})
+            yield ray_cluster
+        finally:
+            ray_cluster.stop()
+
+
+@pytest.fixture(scope="module")
+def tracking_server(tmp_path_factory):
+    server = MlflowServer(tmp_path_factory.mktemp("mlflow-server"))
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()

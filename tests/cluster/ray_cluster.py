@@ -1,0 +1,205 @@
+"""A multi-node Ray cluster on one machine: a head and worker nodes, each its own `ray start --block` process.
+
+A node is its `ray start` process and every process below it (raylet, agents, workers, job
+drivers: Ray puts some in sessions of their own, and its process titles hide their command
+lines, so the process tree is what names them). A test can kill one node with SIGKILL, as a
+lost machine would; the cluster's cleanup kills every node and any orphan still holding a file
+in the cluster's temp folder, even when a test fails. A node may be started in its own mount namespace with a folder hidden under
+an empty tmpfs: what the others write there, it does not see (a node-local disk).
+
+Token authentication is on (RAY_AUTH_MODE=token), as cluster.yaml has it: every node and every
+client here use the token in ~/.ray/auth_token (made if missing); `client_token_auth` turns it
+on in the test process too, so Ray's clients (state API, Jobs SDK) send it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from tests.tuning.mlflow_server import free_port
+
+RAY = str(Path(sys.executable).with_name("ray"))
+AUTH_MODE = "RAY_AUTH_MODE"
+
+
+def _process_tree(root: int) -> list[int]:
+    """`root` and all its descendants, parents first (from /proc)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+        except (OSError, IndexError, ValueError):  # gone already
+            pass
+    tree, queue = [], [root]
+    while queue:
+        pid = queue.pop(0)
+        tree.append(pid)
+        queue.extend(children.get(pid, []))
+    return tree
+
+
+def _holding_files_in(folder: str) -> list[int]:
+    """Processes with a file open under `folder` (Ray's processes keep their logs open)."""
+    found = []
+    for fd_dir in Path("/proc").glob("[0-9]*/fd"):
+        try:
+            if any(os.readlink(fd).startswith(folder) for fd in fd_dir.iterdir()):
+                found.append(int(fd_dir.parent.name))
+        except (OSError, ValueError):  # gone already, or not ours to read
+            pass
+    return found
+
+
+def _kill(pids: list[int]) -> None:
+    for pid in pids:
+        if pid != os.getpid():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+@contextmanager
+def client_token_auth() -> Iterator[None]:
+    """RAY_AUTH_MODE=token in this process while the cluster lives (Ray caches it: its config is reloaded)."""
+    from ray._raylet import Config
+
+    saved = os.environ.get(AUTH_MODE)
+    os.environ[AUTH_MODE] = "token"
+    Config.initialize("")
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop(AUTH_MODE, None)
+        else:
+            os.environ[AUTH_MODE] = saved
+        Config.initialize("")
+
+
+class RayCluster:
+    def __init__(self, log_dir: Path) -> None:
+        self.log_dir = log_dir
+        self.temp_dir = tempfile.mkdtemp(prefix="mt-ray-", dir="/tmp")  # short: Ray's socket paths must fit
+        self.port, self.dashboard_port = free_port(), free_port()
+        self.address = f"127.0.0.1:{self.port}"
+        self.dashboard = f"http://127.0.0.1:{self.dashboard_port}"
+        self.nodes: dict[str, subprocess.Popen] = {}
+        self.node_ids: dict[str, str] = {}  # node name -> Ray's node id
+        self.jobs: list[str] = []  # submitted through `submit`: stopped before the nodes are killed
+        self.env = {**os.environ, AUTH_MODE: "token", "RAY_USAGE_STATS_ENABLED": "0",
+                    "RAY_TRAIN_ENABLE_STATE_TRACKING": "1"}  # the dashboard's Train runs: which node ran which attempt
+
+    def start_head(self, cpus: int, timeout_s: float = 120) -> None:
+        subprocess.run([RAY, "get-auth-token", "--generate"], check=True, capture_output=True, env=self.env)
+        self._start("head", ["--head", f"--port={self.port}", "--dashboard-host=127.0.0.1",
+                             f"--dashboard-port={self.dashboard_port}", "--include-dashboard=true",
+                             f"--num-cpus={cpus}", "--num-gpus=0", f"--temp-dir={self.temp_dir}"], timeout_s=timeout_s)
+        self.address = f"{self.alive_nodes()[0].node_ip}:{self.port}"  # where the GCS listens
+
+    def add_node(self, name: str, cpus: int, resources: dict[str, float] | None = None, hidden: Path | None = None,
+                 timeout_s: float = 120) -> None:
+        """Start a worker node and wait until it is alive; `hidden`: a folder it sees empty (its own tmpfs)."""
+        self._start(name, [f"--address={self.address}", f"--num-cpus={cpus}", "--num-gpus=0",
+                           f"--resources={json.dumps(resources or {})}"], hidden, timeout_s)
+
+    def kill_node(self, name: str, timeout_s: float = 120) -> None:
+        """SIGKILL the node's whole process group, as a machine that dies; wait until Ray counts it dead."""
+        self._kill_quietly(name)
+        node_id = self.node_ids.pop(name, None)
+        deadline = time.monotonic() + timeout_s
+        while node_id in self._alive_ids():
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"ray node {name} still counted alive {timeout_s} s after it was killed")
+            time.sleep(1)
+
+    def submit(self, entrypoint: str) -> str:
+        """A Ray job (the Jobs API, as `ray job submit` uses it) -> its id."""
+        from ray.job_submission import JobSubmissionClient
+
+        job = JobSubmissionClient(self.dashboard).submit_job(entrypoint=entrypoint)
+        self.jobs.append(job)
+        return job
+
+    def stop(self) -> None:
+        """Stop its jobs, kill every node, workers first, then the head; nothing of the cluster is left running."""
+        self._stop_jobs()
+        for name in [n for n in self.nodes if n != "head"] + (["head"] if "head" in self.nodes else []):
+            self._kill_quietly(name)
+        _kill(_holding_files_in(self.temp_dir))  # orphans: anything of the cluster its node's tree lost
+        shutil.rmtree(self.temp_dir, ignore_errors=True)  # Ray's session files and logs
+
+    def alive_nodes(self) -> list:
+        """Ray's state API: NodeState of each alive node (node_id, resources_total, is_head_node)."""
+        from ray.util.state import list_nodes
+
+        return list_nodes(address=self.dashboard, filters=[("state", "=", "ALIVE")], raise_on_missing_output=False)
+
+    def node_id(self, resource: str) -> str:
+        """The id of the alive node that has the custom `resource`."""
+        return next(node.node_id for node in self.alive_nodes() if resource in node.resources_total)
+
+    def get(self, path: str) -> dict:
+        """GET the dashboard's `path` (with the cluster's auth token) -> its JSON."""
+        from ray._private.authentication.http_token_authentication import get_auth_headers_if_auth_enabled
+
+        request = urllib.request.Request(f"{self.dashboard}{path}", headers=get_auth_headers_if_auth_enabled({}))
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return json.loads(response.read())
+
+    def _alive_ids(self) -> set[str]:
+        try:
+            return {node.node_id for node in self.alive_nodes()}
+        except Exception:  # noqa: BLE001 - the dashboard is not up yet
+            return set()
+
+    def _stop_jobs(self) -> None:
+        """Job drivers run in sessions of their own: killing the nodes would not reach them."""
+        from ray.job_submission import JobSubmissionClient
+
+        for job in self.jobs:
+            try:
+                JobSubmissionClient(self.dashboard).stop_job(job)
+            except Exception:  # noqa: BLE001 - already ended, or the head is gone
+                pass
+
+    def _kill_quietly(self, name: str) -> None:
+        """SIGKILL every process of the node: `ray start`, raylet, its agents and workers."""
+        process = self.nodes.pop(name)
+        _kill(_process_tree(process.pid))
+        process.wait()
+
+    def _start(self, name: str, args: list[str], hidden: Path | None = None, timeout_s: float = 120) -> None:
+        """`ray start --block ARGS` in a process group of its own; returns once its node is alive."""
+        known = self._alive_ids()
+        command = [RAY, "start", "--block", "--disable-usage-stats", *args]
+        if hidden is not None:  # a mount namespace of its own, `hidden` empty in it
+            script = f"mount -t tmpfs mt-node-local {shlex.quote(str(hidden))} && exec {shlex.join(command)}"
+            command = ["unshare", "--mount", "--propagation", "private", "sh", "-c", script]
+        with open(self.log_dir / f"ray-{name}.log", "a") as log:
+            self.nodes[name] = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
+                                                env=self.env, start_new_session=True)
+        deadline = time.monotonic() + timeout_s
+        while not (new := self._alive_ids() - known):
+            if self.nodes[name].poll() is not None:
+                raise RuntimeError(f"ray node {name} exited: {self._log(name)[-3000:]}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"ray node {name} was not alive within {timeout_s} s: {self._log(name)[-3000:]}")
+            time.sleep(1)
+        self.node_ids[name] = new.pop()
+
+    def _log(self, name: str) -> str:
+        return (self.log_dir / f"ray-{name}.log").read_text(errors="replace")

@@ -1,0 +1,123 @@
+"""Sweeps on a real multi-node Ray cluster (two `ray start` nodes on this machine), submitted as Ray jobs.
+
+The head runs the drivers; trials ask for a custom resource only the worker node has, so every
+trial must run there. The storage is a folder both nodes see (one machine), the runs go to a real
+`mlflow server`. Then the worker node is killed mid-sweep and a new one joins: the sweep finishes.
+"""
+
+from __future__ import annotations
+
+import shlex
+import time
+
+import pytest
+from ray.job_submission import JobStatus, JobSubmissionClient
+
+from tests.cluster.conftest import TRIAL_SLOT
+from tests.tuning.conftest import ROOT, assert_one_line_error
+from tests.tuning.mlflow_layout import assert_sweep_logged
+from tests.tuning.sweeps import SPACE, ledger, run, sweep_command, write_space
+
+pytestmark = pytest.mark.integration
+RESOURCES = {"workers": 1, "cpus_per_worker": 1, "custom": {TRIAL_SLOT: 1}}
+
+
+def submit(cluster, *args: str) -> tuple[JobSubmissionClient, str]:
+    """`mamba-tune ARGS` as a Ray job, the way `ray job submit -- mamba-tune ...` sends it."""
+    job = cluster.submit(f"cd {shlex.quote(str(ROOT))} && {shlex.join(sweep_command(*args))}")
+    return JobSubmissionClient(cluster.dashboard), job
+
+
+def wait_for(client: JobSubmissionClient, job: str, timeout_s: float = 600) -> str:
+    """Wait for the job to end; -> its logs (asserting it succeeded)."""
+    deadline = time.monotonic() + timeout_s
+    while (status := client.get_job_status(job)) not in {JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.STOPPED}:
+        assert time.monotonic() < deadline, f"job {job} still {status} after {timeout_s} s"
+        time.sleep(2)
+    logs = client.get_job_logs(job)
+    assert status == JobStatus.SUCCEEDED, logs[-4000:]
+    return logs
+
+
+def train_attempt_nodes(cluster) -> dict[str, list[set[str]]]:
+    """Ray Train run (= trial id) -> for each attempt, the nodes its workers ran on (the dashboard's Train state)."""
+    runs = cluster.get("/api/train/v2/runs/v1")["train_runs"]
+    return {run["name"]: [{worker["node_id"] for worker in attempt["workers"]} for attempt in run["attempts"]]
+            for run in runs}
+
+
+def test_doctor_reports_each_node_the_shared_storage_and_the_tracking_server(cluster, tracking_server, tmp_path):
+    done = run("doctor", "--address", cluster.address, "--storage", tmp_path / "shared",
+               "--tracking-uri", tracking_server.url)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == f"mamba-tune doctor: the Ray cluster at {cluster.address}"
+    assert sum(", head on " in line for line in lines) == 1 and sum(", worker on " in line for line in lines) == 1
+    assert any("2 CPU, 0 GPU" in line and f"2 {TRIAL_SLOT}" in line for line in lines)
+    assert any(line.startswith("  ok    versions here: python ") and "ray 2." in line for line in lines)
+    assert f"  ok    storage {tmp_path / 'shared'}: written and read back from node(s) " in done.stdout
+    assert "seen by every node" in done.stdout
+    assert f"  ok    tracking {tracking_server.url}: reachable from the driver and from node(s) " in done.stdout
+    assert lines[-1] == "ready for a sweep"
+
+
+def test_sweep_submitted_as_a_job_runs_every_trial_on_the_worker_node(cluster, tracking_server, bars, tmp_path):
+    storage = tmp_path / "shared" / "sweeps"
+    space = write_space(tmp_path, trials=4, resources=RESOURCES)
+    client, job = submit(cluster, "sweep", "--data", bars, "--space", space, "--storage", storage,
+                         "--tracking-uri", tracking_server.url)
+    logs = wait_for(client, job)
+    assert f"4 trials, 2 trial(s) at once, each 1 worker(s) of 1 CPU + 1 {TRIAL_SLOT}" in logs
+
+    records = ledger(storage / "t")
+    assert len(records) == 4 and all(r["stop_reason"] != "error" for r in records.values())
+    worker = cluster.node_id(TRIAL_SLOT)
+    attempts = train_attempt_nodes(cluster)
+    assert all(attempts[trial] and all(nodes == {worker} for nodes in attempts[trial]) for trial in records)
+    for trial in records:  # the checkpoints are in the shared storage, each with its history
+        assert [p.name for p in (storage / "t" / "train" / trial).glob("checkpoint_*/history.json")]
+    assert_sweep_logged(tracking_server.url, "t", records, tmp_path)
+
+
+def test_a_folder_one_node_cannot_see_is_refused_as_storage(cluster, bars, tmp_path):
+    local = tmp_path / "node-local"
+    local.mkdir()
+    cluster.add_node("blind", cpus=1, hidden=local)  # this node sees `local` as an empty tmpfs of its own
+    try:
+        done = run("sweep", "--data", bars, "--space", write_space(tmp_path, resources=RESOURCES),
+                   "--storage", local, "--address", cluster.address, timeout=300)
+        assert_one_line_error(done, f"--storage {local}: a folder not every node sees: 1 of the cluster's 3 nodes "
+                                    "cannot see it (")
+        assert list(local.iterdir()) == []  # nothing written
+        doctor = run("doctor", "--address", cluster.address, "--storage", local, timeout=300)
+        assert doctor.returncode == 1 and f"  FAIL  storage {local}: a folder not every node sees" in doctor.stdout
+    finally:
+        cluster.kill_node("blind")
+
+
+def test_a_sweep_survives_the_loss_of_its_worker_node(cluster, tracking_server, bars, tmp_path):
+    storage = tmp_path / "shared" / "sweeps"
+    space = write_space(tmp_path, trials=6, initial=SPACE["initial"][:1], resources=RESOURCES)
+    client, job = submit(cluster, "sweep", "--data", bars, "--space", space, "--storage", storage, "--name", "k",
+                         "--tracking-uri", tracking_server.url)
+    deadline = time.monotonic() + 600
+    while not (storage / "k" / "trials.json").exists():  # the first trial has finished
+        status = client.get_job_status(job)
+        assert time.monotonic() < deadline and status in {JobStatus.PENDING, JobStatus.RUNNING}, client.get_job_logs(job)
+        time.sleep(0.5)
+    lost = cluster.node_id(TRIAL_SLOT)
+    before = ledger(storage / "k")
+    cluster.kill_node("worker-a")  # mid-sweep: the trials running there lose their workers
+    assert client.get_job_status(job) == JobStatus.RUNNING and len(before) < 6
+    cluster.add_node("worker-b", cpus=2, resources={TRIAL_SLOT: 2})
+    wait_for(client, job)
+
+    after = ledger(storage / "k")
+    assert len(after) == 6 and all(after[k] == record for k, record in before.items())  # none lost, none rerun
+    assert all(r["stop_reason"] != "error" for r in after.values()), after
+    replacement = cluster.node_id(TRIAL_SLOT)
+    attempts = train_attempt_nodes(cluster)
+    moved = [trial for trial in after if any(lost in nodes for nodes in attempts[trial])
+             and any(replacement in nodes for nodes in attempts[trial])]
+    assert moved, attempts  # a trial that lost its node went on, on the new one
+    assert_sweep_logged(tracking_server.url, "k", after, tmp_path)
