@@ -28,6 +28,10 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
         with open(tmp, "rb+") as handle:
             os.fsync(handle.fileno())
         os.replace(tmp, path)
+    except OSError as exc:  # a full disk says nothing of the file it was writing: name it
+        if exc.filename is None:
+            raise OSError(exc.errno, exc.strerror or str(exc), str(path)) from exc
+        raise
     finally:
         Path(tmp).unlink(missing_ok=True)
 

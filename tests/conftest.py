@@ -1,10 +1,14 @@
-"""Every test's MLflow writes go to a store of the test session's own, never to runs/mlflow of the checkout."""
+"""Shared by every test package: the session's own MLflow store (never runs/mlflow of the checkout), the
+session's bars, and a real `mlflow server` per test."""
 
 from __future__ import annotations
 
 import os
 
 import pytest
+
+# Assertions in these helpers say what differed, as in the test modules themselves.
+pytest.register_assert_rewrite("tests.tuning.mlflow_layout", "tests.processes")
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -17,3 +21,30 @@ def session_tracking_store(tmp_path_factory):
         os.environ.pop("MLFLOW_TRACKING_URI", None)
     else:
         os.environ["MLFLOW_TRACKING_URI"] = saved
+
+
+@pytest.fixture(scope="session")
+def bars(tmp_path_factory):
+    """1,500 synthetic bars in a Parquet file."""
+    import pyarrow.parquet as pq
+
+    from model.synth import synth_bars
+
+    path = tmp_path_factory.mktemp("data") / "bars.parquet"
+    pq.write_table(synth_bars(1500, seed=1), path)
+    return path
+
+
+@pytest.fixture()
+def mlflow_server(tmp_path):
+    """A running `mlflow server` (tests.tuning.mlflow_server.MlflowServer), stopped at the end even on failure."""
+    from tests.tuning.mlflow_server import MlflowServer
+
+    folder = tmp_path / "mlflow-server"
+    folder.mkdir()
+    server = MlflowServer(folder)
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()

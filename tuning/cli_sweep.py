@@ -17,7 +17,7 @@ from tuning.best_config import train_command, write_best_config
 from tuning.errors import UsageError
 from tuning.ledger import Ledger, TrialRecord, best_record, leaderboard
 from tuning.space import parse_space, valid_name
-from tuning.sweep_files import DEFAULT_STORAGE, LEDGER, MANIFEST, TRACKING_SPOOL
+from tuning.sweep_files import DEFAULT_STORAGE, LEDGER, MANIFEST, TRACKING_SPOOL, unwritable_reason
 from tuning.tracking_store import open_store, resolve_store
 from tuning.yaml_io import read_yaml
 
@@ -71,6 +71,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
     paths = sweep.sweep_paths(args.storage, name)
     sweep.check_new(paths)
+    if reason := unwritable_reason(paths.folder):
+        raise UsageError(f"--storage {args.storage}: {reason}; choose another --storage")
     store = resolve_store(args.tracking_uri)
     client = open_store(store)  # an unreachable tracking server fails here, in seconds, before Ray starts
     data = load_dataset(args.data, space.run.data)

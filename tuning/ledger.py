@@ -32,6 +32,12 @@ class TrialRecord:
     def from_dict(cls, values: dict[str, Any]) -> TrialRecord:
         return cls(**{**values, "val_curve": tuple(values.get("val_curve", ()))})
 
+    def final_result(self) -> dict[str, Any]:
+        """The trial's last result as Tune, its scheduler and its searcher read it (for a trial ended again)."""
+        return {"epoch": self.stop_epoch, "val_loss": self.val_curve[-1] if self.val_curve else self.best_val_loss,
+                "best_val_loss": self.best_val_loss, "best_epoch": self.best_epoch, "e0_val_loss": self.e0_val_loss,
+                "baseline_persistence": self.baseline_persistence}
+
 
 class Ledger:
     def __init__(self, path: Path) -> None:

@@ -6,6 +6,7 @@ misleads TPE. Here a trial's state follows why it ended (tuning/gate.py's stop_r
   completed        COMPLETE, value = its best val_loss
   asha, gate       PRUNED, with its val_loss per epoch as intermediate values
   nan, error       FAIL (Optuna's own rule for a non-finite objective)
+  lost             FAIL: started by a driver killed before Ray Tune saved it (fail_lost_trials)
 and each Optuna trial carries user attributes stop_reason, stop_epoch and ray_trial_id.
 The study lives in SQLite (or any RDB URL): it outlives the sweep and opens in
 optuna-dashboard.
@@ -69,6 +70,9 @@ class StateAwareOptunaSearch(OptunaSearch):
         if result and "epoch" in result:  # a result that stopped the trial reaches only this method
             self.on_trial_result(trial_id, result)
         trial = self._ot_trials[trial_id]
+        if self._ot_study._storage.get_trial(trial._trial_id).state.is_finished():  # told by a driver since killed
+            self._completed_trials.add(trial_id)
+            return
         reason, epoch = stop_reason(self.gate, self.max_epochs, result, error)
         with contextlib.suppress(UpdateFinishedTrialError):
             for key, value in (("stop_reason", reason), ("stop_epoch", epoch), ("ray_trial_id", trial_id)):
@@ -78,3 +82,18 @@ class StateAwareOptunaSearch(OptunaSearch):
         with contextlib.suppress(UpdateFinishedTrialError):
             self._ot_study.tell(trial, value, state=state)
         self._completed_trials.add(trial_id)
+
+
+def fail_lost_trials(storage_url: str, study_name: str) -> int:
+    """Tell FAIL (stop_reason `lost`) the study's trials still RUNNING once the sweep has ended; returns how many.
+
+    A driver killed outright (SIGKILL) can leave Optuna trials that Ray Tune had not saved yet:
+    `resume` never runs them, so nothing else would ever end them.
+    """
+    study = optuna.load_study(study_name=study_name, storage=storage_url)
+    lost = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+    for frozen in lost:
+        optuna.trial.Trial(study, frozen._trial_id).set_user_attr("stop_reason", "lost")
+        study.tell(frozen.number, state=TrialState.FAIL)
+    return len(lost)
+

@@ -40,7 +40,7 @@ from tuning.gate import stop_reason
 from tuning.ledger import Ledger, TrialRecord
 from tuning.resources import HEAD_RESOURCE, TRIAL_DRIVER_RESOURCES, TrialPlan, fullest_plan, plan_trials
 from tuning.scheduler import GatedASHA
-from tuning.searcher import make_searcher
+from tuning.searcher import fail_lost_trials, make_searcher
 from tuning.space import SweepSpace, parse_space
 from tuning.sweep_files import (
     DEFAULT_STORAGE,
@@ -160,21 +160,33 @@ def start_ray(address: str | None) -> bool:
         address, source = os.environ["RAY_ADDRESS"], "RAY_ADDRESS"
     if address not in (None, "auto", "local"):
         _check_reachable(address, source)  # ray.init retries an address nobody answers at for minutes
-    os.environ.update(RAY_ENV)  # this process is Tune's driver
+    started = address in (None, "local")
+    env, local = dict(RAY_ENV), {}
+    if started:
+        # A local Ray gets the dashboard: it serves Ray's state API, which Ray Train's placement-group
+        # cleaner needs to free a stopped trial's workers (without it, trials ASHA stops leak their CPUs).
+        # The cleaner finds the dashboard by RAY_API_SERVER_ADDRESS: without it, it looks for the one Ray
+        # on this machine, and with two (two sweeps at once) it fails and the sweep waits forever.
+        port = _free_port()
+        env["RAY_API_SERVER_ADDRESS"] = f"http://127.0.0.1:{port}"
+        local = {"include_dashboard": True, "dashboard_port": port}
+    os.environ.update(env)  # this process is Tune's driver
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     logging.getLogger("ray.tune").setLevel(logging.ERROR)  # its interruption and restore hints name its API, not ours
     logging.getLogger("ray._private.authentication").setLevel(logging.ERROR)  # "token auth is on": nothing to do
-    started = address in (None, "local")
     try:
-        # A local Ray gets the dashboard: it serves Ray's state API, which Ray Train's placement-group
-        # cleaner needs to free a stopped trial's workers (without it, trials ASHA stops leak their CPUs).
-        local = {"include_dashboard": True} if started else {}
         ray.init(address="local" if started else address, log_to_driver=False, logging_level=logging.WARNING,
-                 runtime_env={"env_vars": RAY_ENV}, **local)
+                 runtime_env={"env_vars": env}, **local)
     except ConnectionError as exc:
         raise UsageError(f"{source} {address}: no Ray cluster answers there ({exc}); start one with "
                          "`ray start --head` or check the address") from None
     return started
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
 
 def _check_reachable(address: str, source: str, timeout_s: float = 5.0) -> None:
@@ -236,6 +248,8 @@ def run(paths: SweepPaths, space: SweepSpace, data: Dataset, trials: int, plan: 
     ACTIVE[tracking.log.sweep_id] = tracking
     try:
         _fit(paths, space, data, trials, plan, tracking, resume)
+        if len(Ledger(paths.folder / LEDGER).records) >= trials:
+            fail_lost_trials(paths.study_url, paths.name)
     finally:
         records = list(Ledger(paths.folder / LEDGER).records.values())
         unsent = close_sweep(tracking, records, interrupted=len(records) < trials)
@@ -246,7 +260,8 @@ def run(paths: SweepPaths, space: SweepSpace, data: Dataset, trials: int, plan: 
 def _fit(paths: SweepPaths, space: SweepSpace, data: Dataset, trials: int, plan: TrialPlan,
          tracking: SweepTracking, resume: bool) -> None:
     setup = TrialSetup(run=space.run.to_dict(), dataset=ray.put(data), plan=plan,
-                       storage=f"{paths.sweep_storage}/train")
+                       storage=f"{paths.sweep_storage}/train",
+                       finished={k: r.final_result() for k, r in Ledger(paths.folder / LEDGER).records.items()})
     trainable = ray.tune.with_resources(ray.tune.with_parameters(run_trial, setup=setup), TRIAL_DRIVER_RESOURCES)
     if resume:
         if not ray.tune.Tuner.can_restore(paths.experiment):
@@ -298,6 +313,9 @@ class SweepCallback(ray.tune.Callback):
         self._finish(trials, trial, errored=True)
 
     def _finish(self, trials: list[Trial], trial: Trial, errored: bool) -> None:
+        ledger = Ledger(self.ledger_path)
+        if trial.trial_id in ledger.records:  # finished before a driver was killed (run_trial ended it at once)
+            return
         last = trial.last_result or None
         reason, epoch = stop_reason(self.gate, self.max_epochs, last, errored)
         last = last or {}
@@ -312,7 +330,6 @@ class SweepCallback(ray.tune.Callback):
             e0_val_loss=float(last.get("e0_val_loss", float("nan"))),
             baseline_persistence=float(last.get("baseline_persistence", float("nan"))),
             train_s=self.train_s.get(trial.trial_id, 0.0), val_curve=tuple(m["val_loss"] for m in history))
-        ledger = Ledger(self.ledger_path)
         ledger.add(record)
         running = sum(t.status == Trial.RUNNING and t is not trial for t in trials)
         events.info("end", extra={"sweep_event": {

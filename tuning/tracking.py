@@ -57,6 +57,7 @@ class SweepTracking:
     data_path: str
     train_storage: str  # Ray Train's storage of the trials' checkpoints (<sweep storage>/train)
     open_trials: set[str] = field(default_factory=set)
+    done_before: set[str] = field(default_factory=set)  # run again after a killed driver: their runs are complete
 
 
 def open_sweep(log: TrackingLog, staging: Path, fs: pyarrow.fs.FileSystem, name: str, space_values: dict[str, Any],
@@ -110,6 +111,8 @@ def _summarise(tracking: SweepTracking, records: list[TrialRecord], interrupted:
             files.append("best.yaml")
         for file in files:
             log.log_artifact(SWEEP_KEY, folder / file, remove_after=True)
+    if not interrupted:  # every trial Ray Tune knows has ended: any other run was lost with a killed driver
+        log.end_lost_runs([r.trial_id for r in records])
     log.end_run(SWEEP_KEY, "KILLED" if interrupted else "FINISHED")
 
 
@@ -133,10 +136,15 @@ class TrackingCallback(ray.tune.Callback):
 
     def on_trial_start(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
         with _never_stops_the_sweep("start", trial):
+            if trial.trial_id in Ledger(self.ledger_path).records:  # logged to its end by a driver since killed
+                self.tracking.done_before.add(trial.trial_id)
+                return
             self._open(trial)
 
     def on_trial_result(self, iteration: int, trials: list[Trial], trial: Trial, result: dict, **info: Any) -> None:
         with _never_stops_the_sweep("an epoch", trial):
+            if trial.trial_id in self.tracking.done_before:
+                return
             if trial.trial_id not in self.tracking.open_trials:
                 self._open(trial)
             if result.get("checkpoint_path"):
@@ -167,6 +175,8 @@ class TrackingCallback(ray.tune.Callback):
 
     def _finish(self, trial: Trial, errored: bool) -> None:
         t, key = self.tracking, trial.trial_id
+        if key in t.done_before:
+            return
         if key not in t.open_trials:
             self._open(trial)
         t.open_trials.discard(key)

@@ -84,6 +84,10 @@ class TrackingLog:
     def end_run(self, key: str, status: str) -> None:
         self._put({"op": "end_run", "key": key, "status": status})
 
+    def end_lost_runs(self, known: list[str]) -> None:
+        """End, KILLED with stop_reason `lost`, the sweep's runs still RUNNING whose key is not in `known`."""
+        self._put({"op": "end_lost", "key": SWEEP_KEY, "known": sorted(known)})
+
     # -- waiting -----------------------------------------------------------------------------
     def flush(self, timeout_s: float) -> bool:
         """Wait until every write is sent; False when time ran out first."""
@@ -171,6 +175,9 @@ class TrackingLog:
         if kind == "start_run":
             self._start(op)
             return
+        if kind == "end_lost":
+            self._end_lost(set(op["known"]))
+            return
         run_id = self._run_id(key)
         if kind == "metrics":
             if op["step"] in self.logged_steps[key]:
@@ -208,6 +215,16 @@ class TrackingLog:
             self.client.log_batch(run.info.run_id, params=[Param(k, v) for k, v in op["params"].items()],
                                   synchronous=True)
         self.run_ids[key], self.logged_steps[key] = run.info.run_id, set()
+
+    def _end_lost(self, known: set[str]) -> None:
+        """Runs a driver killed outright opened for trials Ray Tune had not saved yet: they will never end."""
+        runs = self.client.search_runs(
+            [self.experiment_id], f"tags.`{SWEEP_TAG}` = '{self.sweep_id}' and attributes.status = 'RUNNING'",
+            max_results=1000)
+        for run in runs:
+            if run.data.tags.get(KEY_TAG) not in known | {SWEEP_KEY}:
+                self.client.set_tag(run.info.run_id, "stop_reason", "lost")
+                self.client.set_terminated(run.info.run_id, "KILLED")
 
     def _run_id(self, key: str) -> str:
         if key not in self.run_ids:  # logged by an earlier run of the sweep (resume, spool replay)

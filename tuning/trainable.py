@@ -16,7 +16,7 @@ import json
 import math
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -45,11 +45,18 @@ class TrialSetup:
     plan: TrialPlan
     storage: str  # Ray Train's storage for trial checkpoints (a path every node sees, or a URI)
     max_failures: int = 2  # worker failures a trial survives, each resumed from its latest checkpoint
+    # Trials the ledger holds as finished -> their last result. A driver killed outright (SIGKILL)
+    # leaves Ray Tune's last saved state behind the ledger, and `resume` would run them again: they
+    # report their recorded end at once instead.
+    finished: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def run_trial(params: dict[str, Any], setup: TrialSetup) -> None:
     """Tune function trainable: launch one TorchTrainer for this trial's parameters."""
     trial_id = ray.tune.get_context().get_trial_id()
+    if trial_id in setup.finished:
+        ray.tune.report(setup.finished[trial_id])
+        return
     run = with_params(RunConfig.from_dict(setup.run), params)
     if setup.plan.gpus_per_worker == 0:  # Ray does not hide GPUs from a worker that reserved none
         run = run.replace("train", device="cpu")

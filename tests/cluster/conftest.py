@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from tests.cluster.ray_cluster import RayCluster, client_token_auth
-from tests.tuning.conftest import bars  # noqa: F401 - the session's bars, shared with the tuning tests
 from tests.tuning.mlflow_server import MlflowServer
 
 TRIAL_SLOT = "trial_slot"  # the custom resource only the worker node has: trials ask for it

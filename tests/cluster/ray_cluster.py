@@ -28,27 +28,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from tests.processes import process_tree
 from tests.tuning.mlflow_server import free_port
 
 RAY = str(Path(sys.executable).with_name("ray"))
 AUTH_MODE = "RAY_AUTH_MODE"
-
-
-def _process_tree(root: int) -> list[int]:
-    """`root` and all its descendants, parents first (from /proc)."""
-    children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-            children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
-        except (OSError, IndexError, ValueError):  # gone already
-            pass
-    tree, queue = [], [root]
-    while queue:
-        pid = queue.pop(0)
-        tree.append(pid)
-        queue.extend(children.get(pid, []))
-    return tree
 
 
 def _holding_files_in(folder: str) -> list[int]:
@@ -179,7 +163,7 @@ class RayCluster:
     def _kill_quietly(self, name: str) -> None:
         """SIGKILL every process of the node: `ray start`, raylet, its agents and workers."""
         process = self.nodes.pop(name)
-        _kill(_process_tree(process.pid))
+        _kill(process_tree(process.pid))
         process.wait()
 
     def _start(self, name: str, args: list[str], hidden: Path | None = None, timeout_s: float = 120) -> None:

@@ -29,33 +29,6 @@ def assert_one_line_error(done: subprocess.CompletedProcess, starts: str) -> Non
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr
 
 
-@pytest.fixture()
-def mlflow_server(tmp_path):
-    """A running `mlflow server` (tests.tuning.mlflow_server.MlflowServer), stopped at the end even on failure."""
-    from tests.tuning.mlflow_server import MlflowServer
-
-    folder = tmp_path / "mlflow-server"
-    folder.mkdir()
-    server = MlflowServer(folder)
-    try:
-        server.start()
-        yield server
-    finally:
-        server.stop()
-
-
-@pytest.fixture(scope="session")
-def bars(tmp_path_factory):
-    """1,500 synthetic bars in a Parquet file."""
-    import pyarrow.parquet as pq
-
-    from model.synth import synth_bars
-
-    path = tmp_path_factory.mktemp("data") / "bars.parquet"
-    pq.write_table(synth_bars(1500, seed=1), path)
-    return path
-
-
 @pytest.fixture(scope="session")
 def finished_sweep(bars, tmp_path_factory):
     """The 5-trial sweep of tests.tuning.sweeps.SPACE, run once per session into an embedded MLflow store.

@@ -35,8 +35,11 @@ def assert_sweep_logged(uri: str, name: str, records: dict[str, dict], tmp_path)
     assert artifact_files(client, parent.info.run_id) == SWEEP_ARTIFACTS
     assert {"sweep.trials", "search.learning_rate", "gate.epoch", "data.n_bars", "baseline.persistence"} <= set(
         parent.data.params)
-    trials = {r.data.tags["trial_id"]: r for r in runs if r.data.tags.get("mamba_tune.role") == "trial"}
-    assert sorted(trials) == sorted(records) and len(runs) == len(records) + 1  # no duplicates
+    trials = {r.data.tags["trial_id"]: r for r in runs
+              if r.data.tags.get("mamba_tune.role") == "trial" and r.data.tags.get("stop_reason") != "lost"}
+    lost = [r for r in runs if r.data.tags.get("stop_reason") == "lost"]  # started by a driver killed outright
+    assert all(r.info.status == "KILLED" for r in lost)
+    assert sorted(trials) == sorted(records) and len(runs) == len(records) + 1 + len(lost)  # no duplicates
 
     for trial_id, record in records.items():
         run = trials[trial_id]

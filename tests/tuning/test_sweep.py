@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import signal
-import subprocess
 import time
 
 import optuna
@@ -13,10 +11,10 @@ import torch
 import yaml
 from optuna.trial import TrialState
 
-from tests.tuning.conftest import ROOT, assert_one_line_error
+from tests.tuning.conftest import assert_one_line_error
 from tests.tuning.mlflow_layout import assert_sweep_logged
 from tests.tuning.mlflow_server import free_port
-from tests.tuning.sweeps import SPACE, ledger, run, sweep_command, write_space
+from tests.tuning.sweeps import ledger, run, write_space
 
 pytestmark = pytest.mark.integration
 
@@ -65,37 +63,6 @@ def test_sweep_refuses_at_once_a_tracking_server_that_does_not_answer(bars, tmp_
     assert time.monotonic() - start < 30 and not (tmp_path / "sweeps" / "t").exists()  # before Ray, nothing written
 
 
-def test_sweep_interrupted_then_resumed_finishes_without_rerunning_trials(bars, tmp_path, mlflow_server):
-    storage, space = tmp_path / "sweeps", write_space(tmp_path, trials=4, initial=SPACE["initial"][:1])
-    process = subprocess.Popen(sweep_command("sweep", "--data", bars, "--space", space, "--storage", storage,
-                                             "--tracking-uri", mlflow_server.url),
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
-    deadline = time.monotonic() + 600
-    while not (storage / "t" / "trials.json").exists() and process.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.5)
-    process.send_signal(signal.SIGINT)
-    _, stderr = process.communicate(timeout=300)
-    assert process.returncode == 130, stderr[-3000:]
-    assert stderr.strip().splitlines()[-1].startswith("interrupted with ") and "mamba-tune resume t" in stderr
-    before = ledger(storage / "t")
-    assert 1 <= len(before) < 4
-    checkpoints = {k: sorted(p.name for p in (storage / "t" / "train" / k).glob("checkpoint_*")) for k in before}
-
-    resumed = run("resume", "t", "--storage", storage)  # logs to the sweep's own server (sweep.json)
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
-    after = ledger(storage / "t")
-    assert len(after) == 4 and all(after[k] == record for k, record in before.items())  # finished ones kept
-    assert all(sorted(p.name for p in (storage / "t" / "train" / k).glob("checkpoint_*")) == names
-               for k, names in checkpoints.items())  # and not run again
-    study = optuna.load_study(study_name="t", storage=f"sqlite:///{storage / 't' / 'optuna.db'}")
-    assert len(study.trials) == 4 and all(t.state != TrialState.RUNNING for t in study.trials)
-    assert sorted(t.user_attrs["ray_trial_id"] for t in study.trials) == sorted(after)
-
-    again = run("resume", "t", "--storage", storage)
-    assert again.returncode == 0 and "nothing to resume" in again.stdout
-    assert_sweep_logged(mlflow_server.url, "t", after, tmp_path)  # each trial once, each epoch once, via the server
-
-
 @pytest.mark.parametrize(
     ("resources", "message"),
     [({"cpus_per_worker": 8}, "resources: a trial asks for 1 worker(s) of 8 CPU each, the cluster"),
@@ -127,29 +94,6 @@ def test_sweep_refuses_an_existing_name_and_resume_an_unknown_one(bars, tmp_path
     assert (folder / "sweep.json").read_text() == "{}"
     assert_one_line_error(run("resume", "nope", "--storage", tmp_path / "sweeps"), "no sweep named 'nope'")
     assert_one_line_error(run("best", "nope", "--storage", tmp_path / "sweeps"), "no sweep named 'nope'")
-
-
-def test_sweep_trial_survives_a_killed_worker_and_resumes_from_its_checkpoint(bars, tmp_path):
-    storage = tmp_path / "sweeps"
-    space = write_space(tmp_path, trials=1, initial=SPACE["initial"][:1], scheduler={"max_epochs": 40})
-    process = subprocess.Popen(sweep_command("sweep", "--data", bars, "--space", space, "--storage", storage),
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and process.poll() is None:  # until a few epochs are checkpointed
-        if any((storage / "t" / "train").glob("*/checkpoint_*")):
-            break
-        time.sleep(0.1)
-    time.sleep(2)
-    killed = subprocess.run(["pkill", "-9", "-f", "ray::RayTrainWorker"], capture_output=True)
-    assert killed.returncode == 0, "no Ray Train worker to kill"
-    _, stderr = process.communicate(timeout=600)
-    assert process.returncode == 0, stderr[-3000:]
-    (record,) = ledger(storage / "t").values()
-    assert (record["stop_reason"], record["stop_epoch"]) == ("completed", 40)
-    result_file = next((storage / "t" / "tune").glob("run_trial_*/result.json"))
-    epochs = [json.loads(line)["epoch"] for line in result_file.read_text().splitlines()]
-    assert epochs[0] == 0 and epochs.count(0) == 1, epochs  # resumed from a checkpoint, not restarted
-    assert epochs[-1] == 40 and sorted(set(epochs)) == list(range(41)), epochs
 
 
 def test_sweep_refuses_an_address_where_no_ray_answers(bars, tmp_path):

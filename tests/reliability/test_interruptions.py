@@ -1,0 +1,64 @@
+"""The sweep's driver interrupted mid-sweep, by Ctrl-C (SIGINT) or killed outright (SIGKILL): `resume` finishes it.
+
+Finished trials are kept and not run again; the Optuna study and MLflow (a real `mlflow server`)
+hold each trial exactly once, each epoch once. A killed driver may have started a trial in the
+seconds before Ray Tune last saved its state: Tune does not know it on resume, and it is marked
+`lost` (Optuna FAIL, MLflow KILLED) instead of staying RUNNING forever.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+from tests.processes import process_tree, wait_gone
+from tests.tuning.conftest import ROOT
+from tests.tuning.mlflow_layout import assert_sweep_logged
+from tests.tuning.sweeps import SPACE, ledger, run, sweep_command, write_space
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGKILL], ids=["SIGINT", "SIGKILL"])
+def test_a_sweep_whose_driver_is_stopped_mid_sweep_is_finished_by_resume(stop, bars, tmp_path, mlflow_server):
+    storage, space = tmp_path / "sweeps", write_space(tmp_path, trials=4, initial=SPACE["initial"][:1])
+    process = subprocess.Popen(sweep_command("sweep", "--data", bars, "--space", space, "--storage", storage,
+                                             "--tracking-uri", mlflow_server.url),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    deadline = time.monotonic() + 600
+    while not (storage / "t" / "trials.json").exists() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.5)
+    ray_processes = process_tree(process.pid)[1:]  # the local Ray the driver started
+    process.send_signal(stop)
+    _, stderr = process.communicate(timeout=300)
+    assert not wait_gone(ray_processes, timeout_s=120)  # they end with their driver, even a killed one
+    if stop == signal.SIGINT:
+        assert process.returncode == 130, stderr[-3000:]
+        assert stderr.strip().splitlines()[-1].startswith("interrupted with ") and "mamba-tune resume t" in stderr
+    else:
+        assert process.returncode == -signal.SIGKILL
+    before = ledger(storage / "t")
+    assert 1 <= len(before) < 4
+    checkpoints = {k: sorted(p.name for p in (storage / "t" / "train" / k).glob("checkpoint_*")) for k in before}
+
+    resumed = run("resume", "t", "--storage", storage)  # logs to the sweep's own server (sweep.json)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    after = ledger(storage / "t")
+    assert len(after) == 4 and all(after[k] == record for k, record in before.items())  # finished ones kept
+    now = {k: sorted(p.name for p in (storage / "t" / "train" / k).glob("checkpoint_*")) for k in before}
+    assert now == checkpoints, (before, after)  # and not run again
+    study = optuna.load_study(study_name="t", storage=f"sqlite:///{storage / 't' / 'optuna.db'}")
+    lost = [t for t in study.trials if t.user_attrs.get("stop_reason") == "lost"]
+    kept = [t for t in study.trials if t not in lost]
+    assert sorted(t.user_attrs["ray_trial_id"] for t in kept) == sorted(after)  # each trial once
+    assert all(t.state == TrialState.FAIL for t in lost) and all(t.state != TrialState.RUNNING for t in kept)
+    assert not lost or stop == signal.SIGKILL  # only a killed driver can lose a trial Ray Tune had not saved
+
+    again = run("resume", "t", "--storage", storage)
+    assert again.returncode == 0 and "nothing to resume" in again.stdout
+    assert_sweep_logged(mlflow_server.url, "t", after, tmp_path)  # each trial once, each epoch once, via the server

@@ -1,0 +1,82 @@
+"""A trial that diverges, and a tracking server that goes away mid-sweep: the sweep goes on, nothing is lost.
+
+The diverging sweep also runs with fake credentials in its environment (AWS keys, an MLflow
+password), and none of them may reach the sweep's files, its MLflow store or its output.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+
+import pytest
+
+from tests.tuning.conftest import ROOT
+from tests.tuning.mlflow_layout import assert_sweep_logged
+from tests.tuning.sweeps import SPACE, ledger, run, sweep_command, write_space
+
+pytestmark = pytest.mark.integration
+# AdamW with beta2 = 0 and no clipping: a learning rate of 0.5 sends the weights to inf in the
+# first epoch; 1e-3 learns (measured). Only the learning rate differs between the two trials.
+DIVERGING = {
+    "trials": 2,
+    "search": {**SPACE["search"], "learning_rate": {"low": 1e-4, "high": 0.6, "log": True}},
+    "initial": [{"learning_rate": 1e-3, "weight_decay": 1e-2, "batch_size": 64},
+                {"learning_rate": 0.5, "weight_decay": 1e-2, "batch_size": 64}],
+    "run": {**SPACE["run"], "train": {"betas": [0.99, 0.0], "grad_clip": 0.0, "warmup_fraction": 0.0}},
+}
+FAKE_SECRETS = {"AWS_ACCESS_KEY_ID": "AKIAFAKEFAKEFAKE1234", "AWS_SECRET_ACCESS_KEY": "fake/secret+key/do-not-log-9f3",
+                "MLFLOW_TRACKING_PASSWORD": "fake-mlflow-password-7c1"}
+
+
+@pytest.fixture(scope="module")
+def diverging_sweep(bars, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("diverging")
+    storage, store = folder / "sweeps", folder / "mlflow" / "mlflow.db"
+    done = subprocess.run(sweep_command("sweep", "--data", bars, "--space", write_space(folder, **DIVERGING),
+                                        "--storage", storage, "--tracking-uri", f"sqlite:///{store}"),
+                          capture_output=True, text=True, timeout=900, cwd=ROOT, env={**os.environ, **FAKE_SECRETS})
+    return folder, storage, store, done
+
+
+def test_a_diverging_trial_stops_at_once_as_nan_and_never_becomes_the_best(diverging_sweep, tmp_path):
+    folder, storage, store, done = diverging_sweep
+    assert done.returncode == 0, done.stderr[-3000:]
+    records = ledger(storage / "t")
+    by_lr = {r["params"]["learning_rate"]: r for r in records.values()}
+    assert (by_lr[0.5]["stop_reason"], by_lr[0.5]["stop_epoch"]) == ("nan", 1)  # the first epoch that diverged
+    assert by_lr[1e-3]["stop_reason"] == "completed"  # the sweep went on
+    best = run("best", "t", "--storage", storage, "--out", tmp_path / "best.yaml")
+    assert best.returncode == 0 and "lr 0.001" in best.stdout, best.stdout + best.stderr
+    assert_sweep_logged(f"sqlite:///{store}", "t", records, tmp_path)  # the diverged run FAILED, the other FINISHED
+
+
+def test_a_sweep_writes_no_credential_from_its_environment(diverging_sweep):
+    folder, storage, store, done = diverging_sweep
+    texts = {"stdout": done.stdout, "stderr": done.stderr}
+    texts.update({str(p): p.read_bytes().decode("utf-8", "replace") for p in folder.rglob("*") if p.is_file()})
+    assert store.exists() and any("trials.json" in name for name in texts)
+    for name, value in FAKE_SECRETS.items():
+        leaks = [where for where, text in texts.items() if value in text]
+        assert not leaks, f"{name} found in {leaks}"
+
+
+def test_a_tracking_server_that_goes_away_mid_sweep_loses_nothing(bars, tmp_path, mlflow_server):
+    storage = tmp_path / "sweeps"
+    space = write_space(tmp_path, trials=3, initial=SPACE["initial"][:1])
+    process = subprocess.Popen(sweep_command("sweep", "--data", bars, "--space", space, "--storage", storage,
+                                             "--tracking-uri", mlflow_server.url),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    deadline = time.monotonic() + 600
+    while not (storage / "t" / "trials.json").exists() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.5)
+    mlflow_server.stop()  # killed, as a crash would: the trials go on training
+    time.sleep(15)
+    mlflow_server.start()  # the same store and port
+    stdout, stderr = process.communicate(timeout=600)
+    assert process.returncode == 0, stderr[-3000:]
+    assert "tracking: the store does not answer" in stdout + stderr
+    assert "tracking: the store answers again after" in stdout + stderr
+    assert_sweep_logged(mlflow_server.url, "t", ledger(storage / "t"), tmp_path)  # every trial, every epoch, once
+    assert not (storage / "t" / "tracking-pending.jsonl").exists()  # everything was sent
