@@ -98,8 +98,9 @@ def cmd_resume(args: argparse.Namespace) -> int:
     finished = Ledger(paths.folder / LEDGER).records
     if len(finished) >= manifest["trials"]:
         print(f"sweep {args.name} has finished all {manifest['trials']} trials; nothing to resume")
+        sweep.end_lost_trials(paths)
         if (paths.folder / TRACKING_SPOOL).exists():  # MLflow writes it could not send: now
-            _unsent(sweep.send_pending(store, open_store(store), paths, manifest))
+            _unsent(sweep.send_pending(store, open_store(store), paths, manifest, list(finished)))
         _print_leaderboard(list(finished.values()))
         return 0
     client = open_store(store)  # an unreachable tracking server fails here, before Ray starts

@@ -53,8 +53,8 @@ from tuning.sweep_files import (
     is_uri,
 )
 from tuning.tracking import ACTIVE, SweepTracking, TrackingCallback, close_sweep, open_sweep
-from tuning.tracking_log import TrackingLog
-from tuning.tracking_store import TrackingStore
+from tuning.tracking_log import SWEEP_KEY, TrackingLog, note
+from tuning.tracking_store import TrackingStore, first_line
 from tuning.trainable import TrialSetup, run_trial
 from tuning.trial_files import final_checkpoint, storage_filesystem
 
@@ -100,10 +100,11 @@ class SweepOutcome:
     plan: TrialPlan
     wall_s: float
     tracking_unsent: int  # MLflow writes saved to the spool because the store did not answer
+    complete: bool  # Ray Tune ran every trial to its end (the ledger may hold more: see TrialSetup.finished)
 
     @property
     def interrupted(self) -> bool:
-        return len(self.records) < self.trials
+        return not self.complete
 
 
 def check_new(paths: SweepPaths) -> None:
@@ -234,31 +235,46 @@ def open_tracking(store: TrackingStore, client: Any, paths: SweepPaths, manifest
                       f"{paths.sweep_storage}/train")
 
 
-def send_pending(store: TrackingStore, client: Any, paths: SweepPaths, manifest: dict[str, Any]) -> int:
-    """Send MLflow writes a stopped sweep saved (a finished sweep has no resume to send them); returns those left."""
+def send_pending(store: TrackingStore, client: Any, paths: SweepPaths, manifest: dict[str, Any],
+                 finished: list[str]) -> int:
+    """Send MLflow writes a stopped sweep saved (a finished sweep has no resume to send them); returns those left.
+
+    Its driver stopped after the last trial's end but before the sweep's own: runs still open are ended too.
+    """
     log = TrackingLog(client, store.experiment_id(client, paths.name), sweep_id(manifest),
                       paths.folder / TRACKING_SPOOL)
+    log.end_lost_runs(finished)
+    log.end_run(SWEEP_KEY, "FINISHED")
     return log.close(timeout_s=60)
 
 
 def run(paths: SweepPaths, space: SweepSpace, data: Dataset, trials: int, plan: TrialPlan,
         tracking: SweepTracking, resume: bool = False) -> SweepOutcome:
     """Run (or continue) the sweep until every trial has ended or it is interrupted; log it all to MLflow."""
-    start = time.perf_counter()
+    start, complete = time.perf_counter(), False
     ACTIVE[tracking.log.sweep_id] = tracking
     try:
-        _fit(paths, space, data, trials, plan, tracking, resume)
-        if len(Ledger(paths.folder / LEDGER).records) >= trials:
-            fail_lost_trials(paths.study_url, paths.name)
+        results = _fit(paths, space, data, trials, plan, tracking, resume)
+        complete = len(results) >= trials and results.num_terminated + results.num_errors == len(results)
+        if complete:
+            end_lost_trials(paths)
     finally:
         records = list(Ledger(paths.folder / LEDGER).records.values())
-        unsent = close_sweep(tracking, records, interrupted=len(records) < trials)
+        unsent = close_sweep(tracking, records, interrupted=not complete)
         ACTIVE.pop(tracking.log.sweep_id, None)
-    return SweepOutcome(paths, trials, records, plan, time.perf_counter() - start, unsent)
+    return SweepOutcome(paths, trials, records, plan, time.perf_counter() - start, unsent, complete)
+
+
+def end_lost_trials(paths: SweepPaths) -> None:
+    """Once every trial has ended: Optuna trials a killed driver left RUNNING end as lost (tuning/searcher.py)."""
+    try:
+        fail_lost_trials(paths.study_url, paths.name)
+    except Exception as exc:  # noqa: BLE001 - the sweep's results stand; the study is only behind
+        note(f"optuna: could not end the trials a killed driver left running ({first_line(exc)})")
 
 
 def _fit(paths: SweepPaths, space: SweepSpace, data: Dataset, trials: int, plan: TrialPlan,
-         tracking: SweepTracking, resume: bool) -> None:
+         tracking: SweepTracking, resume: bool) -> ray.tune.ResultGrid:
     setup = TrialSetup(run=space.run.to_dict(), dataset=ray.put(data), plan=plan,
                        storage=f"{paths.sweep_storage}/train",
                        finished={k: r.final_result() for k, r in Ledger(paths.folder / LEDGER).records.items()})
@@ -281,7 +297,7 @@ def _fit(paths: SweepPaths, space: SweepSpace, data: Dataset, trials: int, plan:
                 callbacks=[SweepCallback(paths.folder / LEDGER, space, paths.ray_storage),  # first: writes the ledger
                            TrackingCallback(tracking.log.sweep_id, paths.folder / LEDGER)]),
         )
-    tuner.fit()
+    return tuner.fit()
 
 
 class SweepCallback(ray.tune.Callback):
@@ -292,15 +308,26 @@ class SweepCallback(ray.tune.Callback):
         self.storage = storage  # where trial checkpoints live (a filesystem does not pickle: opened when needed)
         self.train_s: dict[str, float] = {}
         self.checkpoints: dict[str, str] = {}  # trial id -> its latest checkpoint folder
+        self.recorded: set[str] | None = None  # trial ids in the ledger, read once per driver
 
     def __setstate__(self, state: dict[str, Any]) -> None:  # a sweep saved by an older version lacks these
-        self.__dict__.update({"storage": None, "checkpoints": {}, **state})
+        self.__dict__.update({"storage": None, "checkpoints": {}, **state, "recorded": None})
+
+    def _in_ledger(self, trial: Trial) -> bool:
+        """Recorded already: by this driver, or by one killed since (TrialSetup.finished ends it again)."""
+        if self.recorded is None:
+            self.recorded = set(Ledger(self.ledger_path).records)
+        return trial.trial_id in self.recorded
 
     def on_trial_start(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
+        if self._in_ledger(trial):
+            return
         events.info("start", extra={"sweep_event": {"kind": "start", "trial": trial.trial_id,
                                                     "params": dict(trial.config)}})
 
     def on_trial_result(self, iteration: int, trials: list[Trial], trial: Trial, result: dict, **info: Any) -> None:
+        if self._in_ledger(trial):
+            return
         self.train_s[trial.trial_id] = self.train_s.get(trial.trial_id, 0.0) + result.get("epoch_s", 0.0)
         if result.get("checkpoint_path"):
             self.checkpoints[trial.trial_id] = result["checkpoint_path"]
@@ -313,8 +340,7 @@ class SweepCallback(ray.tune.Callback):
         self._finish(trials, trial, errored=True)
 
     def _finish(self, trials: list[Trial], trial: Trial, errored: bool) -> None:
-        ledger = Ledger(self.ledger_path)
-        if trial.trial_id in ledger.records:  # finished before a driver was killed (run_trial ended it at once)
+        if self._in_ledger(trial):
             return
         last = trial.last_result or None
         reason, epoch = stop_reason(self.gate, self.max_epochs, last, errored)
@@ -330,7 +356,9 @@ class SweepCallback(ray.tune.Callback):
             e0_val_loss=float(last.get("e0_val_loss", float("nan"))),
             baseline_persistence=float(last.get("baseline_persistence", float("nan"))),
             train_s=self.train_s.get(trial.trial_id, 0.0), val_curve=tuple(m["val_loss"] for m in history))
+        ledger = Ledger(self.ledger_path)
         ledger.add(record)
+        self.recorded.add(trial.trial_id)
         running = sum(t.status == Trial.RUNNING and t is not trial for t in trials)
         events.info("end", extra={"sweep_event": {
             "kind": "end", "record": record, "running": running, "finished": list(ledger.records.values()),

@@ -57,7 +57,7 @@ class SweepTracking:
     data_path: str
     train_storage: str  # Ray Train's storage of the trials' checkpoints (<sweep storage>/train)
     open_trials: set[str] = field(default_factory=set)
-    done_before: set[str] = field(default_factory=set)  # run again after a killed driver: their runs are complete
+    done_before: set[str] = field(default_factory=set)  # ended before a killed driver: their epochs are logged
 
 
 def open_sweep(log: TrackingLog, staging: Path, fs: pyarrow.fs.FileSystem, name: str, space_values: dict[str, Any],
@@ -136,7 +136,7 @@ class TrackingCallback(ray.tune.Callback):
 
     def on_trial_start(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
         with _never_stops_the_sweep("start", trial):
-            if trial.trial_id in Ledger(self.ledger_path).records:  # logged to its end by a driver since killed
+            if trial.trial_id in Ledger(self.ledger_path).records:  # ended before a driver was killed
                 self.tracking.done_before.add(trial.trial_id)
                 return
             self._open(trial)
@@ -174,9 +174,9 @@ class TrackingCallback(ray.tune.Callback):
         t.open_trials.add(trial.trial_id)
 
     def _finish(self, trial: Trial, errored: bool) -> None:
+        """Its end, from the ledger's record (for a trial ended again after a killed driver: sent again, the
+        same writes, in case the killed driver had not sent them)."""
         t, key = self.tracking, trial.trial_id
-        if key in t.done_before:
-            return
         if key not in t.open_trials:
             self._open(trial)
         t.open_trials.discard(key)

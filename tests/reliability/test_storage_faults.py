@@ -8,6 +8,7 @@ process alone, so nothing outside the test sees them.
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import subprocess
 import sys
@@ -18,6 +19,7 @@ from tests.tuning.conftest import ROOT, assert_one_line_error
 from tests.tuning.sweeps import run, sweep_command, write_space
 
 pytestmark = pytest.mark.integration
+NEEDS_ROOT = pytest.mark.skipif(os.geteuid() != 0, reason="mounts a file system: needs root (CI runs as root)")
 TINY_RUN = """data: {window: 16, horizon: 4}
 model: {d_model: 16, n_layers: 1, d_state: 16, headdim: 8, chunk_size: 16}
 train: {epochs: 3, batch_size: 64, device: cpu}
@@ -39,6 +41,7 @@ def test_storage_under_a_file_is_one_line_exit_2_before_anything_starts(bars, tm
     assert blocker.read_text() == "kept"
 
 
+@NEEDS_ROOT
 def test_storage_on_a_read_only_file_system_is_one_line_exit_2_and_what_is_there_stays(bars, tmp_path):
     shared = tmp_path / "shared"
     (shared / "other").mkdir(parents=True)
@@ -53,6 +56,7 @@ def test_storage_on_a_read_only_file_system_is_one_line_exit_2_and_what_is_there
     assert json.loads((shared / "other" / "results.json").read_text()) == {"kept": True}
 
 
+@NEEDS_ROOT
 def test_a_disk_that_fills_during_training_keeps_the_last_checkpoint_valid(bars, tmp_path):
     """128 KiB: the config and the epoch-0 checkpoints fit, the next checkpoint does not."""
     config, disk = tmp_path / "run.yaml", tmp_path / "small-disk"

@@ -8,11 +8,15 @@ not in MLflow.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
+from tests.processes import process_tree
 from tests.tuning.conftest import ROOT
 from tests.tuning.mlflow_layout import assert_sweep_logged
 from tests.tuning.sweeps import SPACE, ledger, sweep_command, write_space
@@ -33,8 +37,11 @@ def test_a_killed_worker_resumes_its_trial_from_the_last_checkpoint_counting_eac
             break
         time.sleep(0.1)
     time.sleep(2)
-    killed = subprocess.run(["pkill", "-9", "-f", "ray::RayTrainWorker"], capture_output=True)
-    assert killed.returncode == 0, "no Ray Train worker to kill"
+    workers = [pid for pid in process_tree(process.pid)  # this sweep's own, not another's on the machine
+               if Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"ray::RayTrainWorker")]
+    assert workers, "no Ray Train worker to kill"
+    for pid in workers:
+        os.kill(pid, signal.SIGKILL)
     _, stderr = process.communicate(timeout=600)
     assert process.returncode == 0, stderr[-3000:]
     (record,) = ledger(storage / "t").values()

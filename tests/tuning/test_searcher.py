@@ -9,7 +9,7 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from tuning.searcher import make_searcher
+from tuning.searcher import fail_lost_trials, make_searcher
 from tuning.space import load_space
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -70,3 +70,14 @@ def test_searcher_reports_an_epoch_once(searcher):
         search.on_trial_result("t", result(1, 0.7))
     search.on_trial_complete("t", result(6, 0.5))
     assert study_trials(url)[0].intermediate_values == {1: 0.7, 6: 0.5}
+
+
+def test_fail_lost_trials_ends_only_the_trials_still_running(tmp_path):
+    url = f"sqlite:///{tmp_path / 'optuna.db'}"
+    study = optuna.create_study(study_name="s", storage=url)
+    done = study.ask()
+    study.tell(done, 1.0)
+    study.ask()  # started by a driver killed before Ray Tune saved it
+    assert fail_lost_trials(url, "s") == 1 and fail_lost_trials(url, "s") == 0
+    states = [(t.state, t.user_attrs.get("stop_reason")) for t in optuna.load_study(study_name="s", storage=url).trials]
+    assert states == [(TrialState.COMPLETE, None), (TrialState.FAIL, "lost")]

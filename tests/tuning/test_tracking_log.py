@@ -48,6 +48,24 @@ def test_tracking_log_nests_trial_runs_and_logs_an_epoch_once(tmp_path):
     assert trial.data.params == {"learning_rate": "0.001"} and trial.info.status == "FINISHED"
 
 
+def test_tracking_log_ends_as_lost_the_runs_no_trial_will_end_even_from_the_spool(tmp_path):
+    uri, spool = f"sqlite:///{tmp_path / 'mlflow.db'}", tmp_path / "pending.jsonl"
+    log = new_log(uri, spool)
+    log.start_run(SWEEP_KEY, "sweep")
+    for key in ("kept", "lost"):  # both opened by a driver that was then killed
+        log.start_run(key, key, parent=SWEEP_KEY)
+    assert log.close(30) == 0
+
+    spool.write_text('{"op": "end_lost", "key": "sweep", "known": ["kept"]}\n')  # as a killed driver left it
+    again = new_log(uri, spool)  # replays the spool first
+    again.end_run("kept", "FINISHED")
+    assert again.close(30) == 0
+    runs = {r.data.tags["mamba_tune.key"]: r for r in again.client.search_runs([again.experiment_id])}
+    assert (runs["lost"].info.status, runs["lost"].data.tags["stop_reason"]) == ("KILLED", "lost")
+    assert runs["kept"].info.status == "FINISHED" and "stop_reason" not in runs["kept"].data.tags
+    assert runs[SWEEP_KEY].info.status == "RUNNING"  # the sweep's own run is never taken for a lost trial
+
+
 @pytest.mark.integration
 def test_tracking_log_buffers_while_the_server_is_down_and_saves_what_it_cannot_send(tmp_path, mlflow_server, caplog):
     log = new_log(mlflow_server.url, tmp_path / "pending.jsonl")
