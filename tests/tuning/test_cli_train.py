@@ -114,7 +114,7 @@ def test_cli_train_interrupted_then_resumed_finishes_the_run(workspace):
 
     out = workspace / "interrupted"
     config = workspace / "long.yaml"
-    config.write_text(yaml.safe_dump({**SMALL, "train": {**SMALL["train"], "epochs": 6}}))
+    config.write_text(yaml.safe_dump({**SMALL, "train": {**SMALL["train"], "epochs": 40}}))  # outlasts the polling
     args = [sys.executable, "-m", "tuning.cli", "train", "--data", str(workspace / "bars.parquet"), "--out", str(out)]
     running = subprocess.Popen([*args, "--config", str(config)], cwd=ROOT, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True)
@@ -130,7 +130,7 @@ def test_cli_train_interrupted_then_resumed_finishes_the_run(workspace):
     assert stderr.strip() == f"interrupted; continue with --resume --out {out}"
     done = subprocess.run([*args, "--resume"], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
-    assert [m["epoch"] for m in json.loads((out / "metrics.json").read_text())] == list(range(7))
+    assert [m["epoch"] for m in json.loads((out / "metrics.json").read_text())] == list(range(41))
 
 
 def test_cli_train_out_that_is_a_file_is_one_line_exit_2(run_cli, workspace, tmp_path):
