@@ -117,7 +117,8 @@ def test_cli_train_interrupted_then_resumed_finishes_the_run(workspace):
     config.write_text(yaml.safe_dump({**SMALL, "train": {**SMALL["train"], "epochs": 40}}))  # outlasts the polling
     args = [sys.executable, "-m", "tuning.cli", "train", "--data", str(workspace / "bars.parquet"), "--out", str(out)]
     running = subprocess.Popen([*args, "--config", str(config)], cwd=ROOT, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
+                               stderr=subprocess.PIPE, text=True,  # Ctrl-C as in a terminal, even when the
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # suite runs with &
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
         metrics = out / "metrics.json"
