@@ -9,17 +9,14 @@ seconds before Ray Tune last saved its state: Tune does not know it on resume, a
 from __future__ import annotations
 
 import signal
-import subprocess
-import time
 
 import optuna
 import pytest
 from optuna.trial import TrialState
 
 from tests.processes import process_tree, wait_gone
-from tests.tuning.conftest import ROOT
 from tests.tuning.mlflow_layout import assert_sweep_logged
-from tests.tuning.sweeps import SPACE, ledger, run, sweep_command, write_space
+from tests.tuning.sweeps import SPACE, ledger, run, start_after_first_trial, write_space
 
 pytestmark = pytest.mark.integration
 
@@ -29,12 +26,8 @@ pytestmark = pytest.mark.integration
 @pytest.mark.parametrize("stop", [signal.SIGINT], ids=["SIGINT"])
 def test_a_sweep_whose_driver_is_stopped_mid_sweep_is_finished_by_resume(stop, bars, tmp_path, mlflow_server):
     storage, space = tmp_path / "sweeps", write_space(tmp_path, trials=4, initial=SPACE["initial"][:1])
-    process = subprocess.Popen(sweep_command("sweep", "--data", bars, "--space", space, "--storage", storage,
-                                             "--tracking-uri", mlflow_server.url),
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
-    deadline = time.monotonic() + 600
-    while not (storage / "t" / "trials.json").exists() and process.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.5)
+    process = start_after_first_trial("--data", bars, "--space", space, "--storage", storage,
+                                      "--tracking-uri", mlflow_server.url)
     ray_processes = process_tree(process.pid)[1:]  # the local Ray the driver started
     process.send_signal(stop)
     _, stderr = process.communicate(timeout=300)

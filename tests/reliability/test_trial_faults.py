@@ -14,7 +14,7 @@ import pytest
 
 from tests.tuning.conftest import ROOT
 from tests.tuning.mlflow_layout import assert_sweep_logged
-from tests.tuning.sweeps import SPACE, ledger, run, sweep_command, write_space
+from tests.tuning.sweeps import SPACE, ledger, run, start_after_first_trial, sweep_command, write_space
 
 pytestmark = pytest.mark.integration
 # AdamW with beta2 = 0 and no clipping: a learning rate of 0.5 sends the weights to inf in the
@@ -66,12 +66,8 @@ def test_a_sweep_writes_no_credential_from_its_environment(diverging_sweep):
 def test_a_tracking_server_that_goes_away_mid_sweep_loses_nothing(bars, tmp_path, mlflow_server):
     storage = tmp_path / "sweeps"
     space = write_space(tmp_path, trials=3, initial=SPACE["initial"][:1])
-    process = subprocess.Popen(sweep_command("sweep", "--data", bars, "--space", space, "--storage", storage,
-                                             "--tracking-uri", mlflow_server.url),
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
-    deadline = time.monotonic() + 600
-    while not (storage / "t" / "trials.json").exists() and process.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.5)
+    process = start_after_first_trial("--data", bars, "--space", space, "--storage", storage,
+                                      "--tracking-uri", mlflow_server.url)
     mlflow_server.stop()  # killed, as a crash would: the trials go on training
     time.sleep(15)
     mlflow_server.start()  # the same store and port

@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import yaml
 
 from tests.tuning.conftest import ROOT
+from tuning.sweep_files import LEDGER
 
 # Built to show every way a trial ends: the initial points run first, in order. The first
 # learns well; the second's learning rate is too small to get 10% better than E0 by the gate
@@ -48,3 +50,15 @@ def run(*args: str, timeout: int = 900) -> subprocess.CompletedProcess:
 
 def ledger(folder: Path) -> dict[str, dict]:
     return {r["trial_id"]: r for r in json.loads((folder / "trials.json").read_text())}
+
+
+def start_after_first_trial(*args: str, timeout_s: float = 600) -> subprocess.Popen:
+    """`mamba-tune sweep ARGS` (with --storage) in the background, returned once its first trial has ended."""
+    storage = Path(args[list(args).index("--storage") + 1])
+    process = subprocess.Popen(sweep_command("sweep", *args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, cwd=ROOT)
+    deadline = time.monotonic() + timeout_s
+    while not (storage / "t" / LEDGER).exists() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.5)
+    return process
+
