@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 import shlex
 import time
+from collections import defaultdict
+from pathlib import Path
 
 import pytest
 from ray.job_submission import JobStatus, JobSubmissionClient
@@ -18,6 +20,7 @@ from tests.cluster.conftest import TRIAL_SLOT
 from tests.tuning.conftest import ROOT, assert_one_line_error
 from tests.tuning.mlflow_layout import assert_sweep_logged
 from tests.tuning.sweeps import SPACE, ledger, run, sweep_command, write_space
+from tuning.sweep_files import LEDGER
 
 pytestmark = pytest.mark.integration
 RESOURCES = {"workers": 1, "cpus_per_worker": 1, "custom": {TRIAL_SLOT: 1}}
@@ -40,11 +43,22 @@ def wait_for(client: JobSubmissionClient, job: str, timeout_s: float = 600) -> s
     return logs
 
 
-def train_attempt_nodes(cluster) -> dict[str, list[set[str]]]:
-    """Ray Train run (= trial id) -> for each attempt, the nodes its workers ran on (the dashboard's Train state)."""
-    runs = cluster.get("/api/train/v2/runs/v1")["train_runs"]
-    return {run["name"]: [{worker["node_id"] for worker in attempt["workers"]} for attempt in run["attempts"]]
-            for run in runs}
+def train_nodes(cluster) -> dict[str, set[str]]:
+    """Ray Train run (= trial id) -> the nodes its workers ran on over all its attempts (the dashboard's Train state).
+
+    An attempt that failed before its workers started lists none."""
+    used: dict[str, set[str]] = defaultdict(set)
+    for run in cluster.get("/api/train/v2/runs/v1")["train_runs"]:
+        for attempt in run["attempts"]:
+            used[run["name"]] |= {worker["node_id"] for worker in attempt["workers"]}
+    return used
+
+
+def running_on_a_checkpoint(storage: Path) -> str | None:
+    """A trial not yet in the ledger that has saved a checkpoint (it is training), or None."""
+    finished = ledger(storage) if (storage / LEDGER).exists() else {}
+    return next((folder.name for folder in (storage / "train").glob("*")
+                 if folder.name not in finished and any(folder.glob("checkpoint_*"))), None)
 
 
 def test_doctor_reports_each_node_the_shared_storage_and_the_tracking_server(cluster, tracking_server, tmp_path):
@@ -73,8 +87,8 @@ def test_sweep_submitted_as_a_job_runs_every_trial_on_the_worker_node(cluster, t
     records = ledger(storage / "t")
     assert len(records) == 4 and all(r["stop_reason"] != "error" for r in records.values())
     worker = cluster.node_id(TRIAL_SLOT)
-    attempts = train_attempt_nodes(cluster)
-    assert all(attempts[trial] and all(nodes == {worker} for nodes in attempts[trial]) for trial in records)
+    used = train_nodes(cluster)
+    assert all(used[trial] == {worker} for trial in records), (worker, used)
     for trial in records:  # the checkpoints are in the shared storage, each with its history
         assert [p.name for p in (storage / "t" / "train" / trial).glob("checkpoint_*/history.json")]
     assert_sweep_logged(tracking_server.url, "t", records, tmp_path)
@@ -103,10 +117,12 @@ def test_a_sweep_survives_the_loss_of_its_worker_node(cluster, tracking_server, 
     client, job = submit(cluster, "sweep", "--data", bars, "--space", space, "--storage", storage, "--name", "k",
                          "--tracking-uri", tracking_server.url)
     deadline = time.monotonic() + 600
-    while not (storage / "k" / "trials.json").exists():  # the first trial has finished
+    # A trial has finished and another is mid-run: it has saved a checkpoint (killed earlier, while its
+    # workers were still starting, a trial would have nothing on the lost node to resume from).
+    while not ((storage / "k" / LEDGER).exists() and running_on_a_checkpoint(storage / "k")):
         status = client.get_job_status(job)
         assert time.monotonic() < deadline and status in {JobStatus.PENDING, JobStatus.RUNNING}, client.get_job_logs(job)
-        time.sleep(0.5)
+        time.sleep(0.2)
     lost = cluster.node_id(TRIAL_SLOT)
     before = ledger(storage / "k")
     cluster.kill_node("worker-a")  # mid-sweep: the trials running there lose their workers
@@ -118,8 +134,7 @@ def test_a_sweep_survives_the_loss_of_its_worker_node(cluster, tracking_server, 
     assert len(after) == 6 and all(after[k] == record for k, record in before.items())  # none lost, none rerun
     assert all(r["stop_reason"] != "error" for r in after.values()), after
     replacement = cluster.node_id(TRIAL_SLOT)
-    attempts = train_attempt_nodes(cluster)
-    moved = [trial for trial in after if any(lost in nodes for nodes in attempts[trial])
-             and any(replacement in nodes for nodes in attempts[trial])]
-    assert moved, attempts  # a trial that lost its node went on, on the new one
+    used = train_nodes(cluster)
+    moved = [trial for trial in after if {lost, replacement} <= used[trial]]
+    assert moved, (lost, replacement, used)  # a trial that lost its node went on, on the new one
     assert_sweep_logged(tracking_server.url, "k", after, tmp_path)
