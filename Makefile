@@ -12,7 +12,7 @@ STAMP := $(VENV)/.installed
 CHROMIUM := /usr/bin/chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test lint bench clean ui
+.PHONY: demo test test-load lint bench clean ui
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -47,6 +47,10 @@ $(CHROMIUM):
 
 test: $(STAMP) $(CHROMIUM)
 	$(PY) -m pytest -q
+
+# The load test (tests/reliability/test_load.py: 64 trials, about ten minutes on 2 cores); CI runs it too.
+test-load: $(STAMP)
+	$(PY) -m pytest -q -m load tests/reliability/test_load.py
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -93,7 +93,13 @@ def train_worker(config: dict[str, Any]) -> None:
                 write_text_atomic(local / HISTORY, json.dumps(history))
             ray.train.report(metrics, checkpoint=ray.train.Checkpoint.from_directory(local) if keep else None)
 
+        reported_before = len(history)
         result = fit(run.train, run.model, data, report=report, checkpoint_dir=local, resume=resume)
+        if len(history) == reported_before and history and result.status != "nan":
+            # Resumed from a checkpoint at the trial's end (its driver was killed after the trial finished,
+            # before Tune saved that): nothing new to train. Its last epoch again, so Tune hears how it ended;
+            # the epoch is not trained twice (epoch_s 0) and MLflow keeps a step it holds (tuning/tracking_log.py).
+            ray.train.report({**history[-1], "epoch_s": 0.0})
         if result.status == "nan":  # fit saved nothing from the diverged epoch: say so, the scheduler stops it
             last = result.history[-1] if result.history else {  # E0 itself was non-finite
                 "best_val_loss": math.inf, "e0_val_loss": math.nan, "best_epoch": 0,

@@ -21,9 +21,7 @@ from tests.tuning.sweeps import SPACE, ledger, run, start_after_first_trial, wri
 pytestmark = pytest.mark.integration
 
 
-# SIGKILL is not run here yet: `resume` after it failed once in CI (a finished trial ended again by
-# TrialSetup.finished reached Tune without its metrics). The code paths for it stay; see the issue note.
-@pytest.mark.parametrize("stop", [signal.SIGINT], ids=["SIGINT"])
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGKILL], ids=["SIGINT", "SIGKILL"])
 def test_a_sweep_whose_driver_is_stopped_mid_sweep_is_finished_by_resume(stop, bars, tmp_path, mlflow_server):
     storage, space = tmp_path / "sweeps", write_space(tmp_path, trials=4, initial=SPACE["initial"][:1])
     process = start_after_first_trial("--data", bars, "--space", space, "--storage", storage,

@@ -31,7 +31,8 @@ def assert_one_line_error(done: subprocess.CompletedProcess, starts: str) -> Non
 
 @pytest.fixture(scope="session")
 def finished_sweep(bars, tmp_path_factory):
-    """The 5-trial sweep of tests.tuning.sweeps.SPACE, run once per session into an embedded MLflow store.
+    """The 5-trial sweep of tests.tuning.sweeps.SPACE, one trial at a time, run once per session into an embedded
+    MLflow store.
 
     -> (folder, storage, tracking_uri, completed process)
     """
@@ -39,6 +40,8 @@ def finished_sweep(bars, tmp_path_factory):
 
     folder = tmp_path_factory.mktemp("sweep")
     storage, uri = folder / "sweeps", f"sqlite:///{folder / 'mlflow' / 'mlflow.db'}"
-    done = run("sweep", "--data", bars, "--space", write_space(folder), "--storage", storage, "--tracking-uri", uri)
+    # One trial at a time: ASHA's decisions depend on the order trials reach a rung, and this order is then fixed.
+    space = write_space(folder, resources={"max_concurrent": 1})
+    done = run("sweep", "--data", bars, "--space", space, "--storage", storage, "--tracking-uri", uri)
     assert done.returncode == 0, done.stderr[-3000:]
     return folder, storage, uri, done
