@@ -16,6 +16,7 @@ from torch import nn
 from model.backend import check_backend, load_fused_kernel, resolve_backend
 from model.conv import causal_conv_silu
 from model.norm import GatedRMSNorm
+from model.precision import full_precision
 from model.ssd import ssd_final_state, ssd_scan
 
 
@@ -133,7 +134,8 @@ class Mamba2(nn.Module):
             chunk_size=self.chunk_size, dt_bias=self.dt_bias, dt_softplus=True, dt_limit=self.dt_limit,
         )  # (b, h, p, n)
         C_last = C[:, -1].view(batch, self.ngroups, 1, self.d_state, 1).to(state.dtype)  # (b, g, 1, n, 1)
-        y = (state.view(batch, self.ngroups, -1, self.headdim, self.d_state) @ C_last).view(batch, self.nheads, -1)
+        with full_precision(u.device):  # the state's product in its own float32, as in the scan
+            y = (state.view(batch, self.ngroups, -1, self.headdim, self.d_state) @ C_last).view(batch, self.nheads, -1)
         D = self.D.view(self.nheads, self.headdim) if self.D_has_hdim else self.D.unsqueeze(-1)  # (h, p) or (h, 1)
         y = (y + x[:, -1].view(batch, self.nheads, self.headdim) * D).to(u.dtype).reshape(batch, self.d_inner)
         if not self.rmsnorm:

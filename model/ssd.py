@@ -25,9 +25,12 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 
+from model.precision import in_full_precision
+
 __all__ = ["ssd_final_state", "ssd_scan"]
 
 
+@in_full_precision  # under bf16 autocast the scan and its state stay float32 (model/precision.py)
 def ssd_scan(
     x: torch.Tensor,
     dt: torch.Tensor,
@@ -64,7 +67,8 @@ def ssd_scan(
         y: (batch, seqlen, nheads, headdim) in x's dtype, or (y, final_states) with
         final_states (batch, nheads, headdim, d_state) in the computation dtype.
 
-    Computed in x's dtype, or float32 for half-precision inputs (as the kernel does).
+    Computed in x's dtype, or float32 for half-precision inputs (as the kernel does), with
+    autocast off.
     """
     _check_shapes(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states)
     seqlen = x.shape[1]
@@ -89,6 +93,7 @@ def ssd_scan(
     return y, _states_to_external(state)
 
 
+@in_full_precision
 def ssd_final_state(
     x: torch.Tensor,
     dt: torch.Tensor,

@@ -33,6 +33,7 @@ from model.config import ModelConfig
 from model.data import Dataset
 from model.forecaster import Forecaster
 from model.norm import GatedRMSNorm
+from model.precision import PRECISIONS, autocast
 from model.schedule import lr_factor
 from model.settings import known_settings, plain_values, require_positive_ints
 
@@ -56,6 +57,7 @@ class TrainConfig:
     grad_clip: float = 1.0  # max global gradient norm; 0 disables clipping
     seed: int = 0
     device: str = "auto"  # "auto" (cuda when available) | "cpu" | "cuda"
+    precision: str = "fp32"  # "fp32" | "bf16": bf16 autocast, float32 parameters and SSM state (model/precision.py)
     micro_batch_size: int | None = None  # split each batch, accumulating gradients; None: 64 on CPU, whole on GPU
     eval_batch_size: int | None = None  # None: 64 on CPU, 1024 on GPU
 
@@ -80,6 +82,8 @@ class TrainConfig:
             raise ValueError(f"seed must be an integer, got {self.seed!r}")
         if self.device not in DEVICES:
             raise ValueError(f"device must be one of {', '.join(DEVICES)}, got {self.device!r}")
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> TrainConfig:
@@ -160,6 +164,7 @@ def fit(
     # intermediates), so batches are split and gradients accumulated: the same gradient.
     micro = train_config.micro_batch_size or (train_config.batch_size if device.type == "cuda" else 64)
     eval_batch = train_config.eval_batch_size or (1024 if device.type == "cuda" else 64)
+    precision = train_config.precision
     ckpt_dir = None if checkpoint_dir is None else Path(checkpoint_dir)
     state = {"history": [], "best_val_loss": math.inf, "best_epoch": 0, "epoch": -1}
 
@@ -216,8 +221,8 @@ def fit(
     # -- epoch 0: the model as initialised, evaluated before any step ------------------------
     if not state["history"]:
         start = time.perf_counter()
-        e0 = _metrics(0, evaluate(model, data, data.train_index, eval_batch, device, rank, world),
-                      evaluate(model, data, data.val_index, eval_batch, device, rank, world),
+        e0 = _metrics(0, evaluate(model, data, data.train_index, eval_batch, device, rank, world, precision),
+                      evaluate(model, data, data.val_index, eval_batch, device, rank, world, precision),
                       scheduler.get_last_lr()[0], 0, time.perf_counter() - start, device, data)
         if not record(e0):
             return finish("nan", 0)
@@ -240,7 +245,8 @@ def fit(
                 inputs, targets = (t.to(device) for t in data.batch(part))
                 sync = world == 1 or i == len(parts) - 1  # DDP all-reduces once, on the last part
                 with contextlib.nullcontext() if sync else net.no_sync():
-                    loss = nn.functional.mse_loss(net(inputs), targets, reduction="sum") / len(index)
+                    with autocast(train_config.precision, device):
+                        loss = nn.functional.mse_loss(net(inputs), targets, reduction="sum") / len(index)
                     (loss * world).backward()
                 batch_loss += loss.detach()
             if world > 1:
@@ -256,7 +262,7 @@ def fit(
             if progress is not None:
                 progress(epoch, done, len(batches))
         train_seconds = time.perf_counter() - start
-        val_loss = evaluate(model, data, data.val_index, eval_batch, device, rank, world)
+        val_loss = evaluate(model, data, data.val_index, eval_batch, device, rank, world, precision)
         metrics = _metrics(epoch, loss_sum / seen, val_loss, scheduler.get_last_lr()[0], seen / train_seconds,
                            time.perf_counter() - start, device, data)
         if not record(metrics):
@@ -272,16 +278,19 @@ def data_identity(data: Dataset) -> dict[str, Any]:
 
 @torch.inference_mode()
 def evaluate(model: nn.Module, data: Dataset, index: np.ndarray, batch_size: int, device: torch.device,
-             rank: int = 0, world: int = 1) -> float:
+             rank: int = 0, world: int = 1, precision: str = "fp32") -> float:
     """Mean squared error over the samples ending at bars `index` (scaled target units).
 
-    With world > 1 each process evaluates every world-th sample and the sums are all-reduced.
+    With world > 1 each process evaluates every world-th sample and the sums are all-reduced;
+    `precision` as in training (the forward pass under its autocast, the error in float32).
     """
     model.eval()
     total = torch.zeros(2, dtype=torch.float64, device=device)  # (sum of squared errors, count)
     for part in torch.as_tensor(index)[rank::world].split(batch_size):
         inputs, targets = (t.to(device) for t in data.batch(part))
-        total[0] += nn.functional.mse_loss(model(inputs), targets, reduction="sum").double()
+        with autocast(precision, device):
+            predictions = model(inputs)  # (n, 1)
+        total[0] += nn.functional.mse_loss(predictions.float(), targets, reduction="sum").double()
         total[1] += len(part)
     if world > 1:
         dist.all_reduce(total)

@@ -28,6 +28,11 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     sweep.add_argument("--space", required=True, type=Path, help="search space YAML, e.g. search_spaces/smoke.yaml")
     sweep.add_argument("--name", help="the sweep's name (default: the space's name)")
     sweep.add_argument("--trials", type=int, help="number of trials (default: the space's)")
+    sweep.add_argument("--memory-budget", type=float, metavar="MB",
+                       help="memory a trial worker may use for training: batch sizes whose measured peak exceeds it "
+                       "are dropped before the sweep (default on GPU: the worker's share of its GPU; on CPU: no probe)")
+    sweep.add_argument("--precision", help="fp32 or bf16 for every trial: sets run.train.precision in the space "
+                       "(default: the space's, else fp32; bf16: autocast, float32 parameters and SSM state)")
     _storage_and_address(sweep)
     sweep.set_defaults(run=cmd_sweep)
 
@@ -54,7 +59,7 @@ def _storage_and_address(parser: argparse.ArgumentParser) -> None:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    space_values = read_yaml(args.space, "search space")
+    space_values = _with_precision(read_yaml(args.space, "search space"), args.precision)
     space = parse_space(space_values, str(args.space))  # every problem in the YAML before Ray starts
     name = args.name or space.name
     if not valid_name(name):
@@ -62,11 +67,14 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if args.trials is not None and args.trials < 1:
         raise UsageError(f"--trials must be a positive integer, got {args.trials}")
     trials = args.trials or space.trials
+    if args.memory_budget is not None and not (args.memory_budget > 0 and math.isfinite(args.memory_budget)):
+        raise UsageError(f"--memory-budget must be a positive number of MB, got {args.memory_budget:g}")
     if not args.data.is_file():
         raise UsageError(f"--data {args.data}: no such file; make one with `mamba-tune data synth --out {args.data}`")
 
     from model.data import load_dataset
     from tuning import sweep
+    from tuning.memory_probe import restrict_space, run_probe
     from tuning.shared_storage import check_shared
 
     paths = sweep.sweep_paths(args.storage, name)
@@ -80,7 +88,12 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     try:
         plan = sweep.cluster_plan(space)
         check_shared(paths.ray_storage)  # a node-local folder on a cluster: refused before anything is written
-        manifest = sweep.write_manifest(paths, args.data, space_values, trials, data, store.uri)
+        probe = run_probe(space, data, plan, args.memory_budget)
+        if probe is not None:
+            print(probe.describe(), flush=True)
+            space_values = restrict_space(space_values, probe)  # raises when no batch size fits
+            space = parse_space(space_values, str(args.space))
+        manifest = sweep.write_manifest(paths, args.data, space_values, trials, data, store.uri, probe)
         args.resume_hint = f"mamba-tune resume {name}" + _storage_flag(args.storage)
         return _run(sweep, paths, space, data, manifest, plan, (store, client), args, resume=False)
     finally:
@@ -113,6 +126,14 @@ def cmd_resume(args: argparse.Namespace) -> int:
     finally:
         if started:
             sweep.ray.shutdown()
+
+
+def _with_precision(values: Any, precision: str | None) -> Any:
+    """The space's values with run.train.precision set: the manifest keeps it, so `resume` runs it the same."""
+    run = values.get("run") or {} if isinstance(values, dict) else None
+    if precision is None or not isinstance(run, dict) or not isinstance(run.get("train") or {}, dict):
+        return values  # parse_space says what is wrong with the YAML
+    return {**values, "run": {**run, "train": {**(run.get("train") or {}), "precision": precision}}}
 
 
 def _run(sweep: Any, paths: Any, space: Any, data: Any, manifest: dict[str, Any], plan: Any, tracking: tuple,

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from model.atomic import write_text_atomic
 from model.checkpoint import load_checkpoint
 from model.data import load_dataset
+from model.precision import PRECISIONS
 from model.train import FitResult, fit, resolve_device
 from tuning.cli_data import parse_columns
 from tuning.errors import UsageError
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
     from tuning.tracking_store import TrackingStore
 
 RUN_FILES = ("config.yaml", "metrics.json", "best.pt", "last.pt")  # what a run writes into --out
-OVERRIDES = ("epochs", "lr", "weight_decay", "batch_size", "device")  # flags that set train settings
+OVERRIDES = ("epochs", "lr", "weight_decay", "batch_size", "device", "precision")  # flags that set train settings
 
 
 def add_command(commands: argparse._SubParsersAction) -> None:
@@ -34,6 +35,8 @@ def add_command(commands: argparse._SubParsersAction) -> None:
     train.add_argument("--weight-decay", type=float)
     train.add_argument("--batch-size", type=int)
     train.add_argument("--device", choices=("auto", "cpu", "cuda"))
+    train.add_argument("--precision", choices=PRECISIONS,
+                       help="fp32 (default), or bf16: autocast with float32 parameters and SSM state (pays on CUDA)")
     train.add_argument("--column", action="append", default=[], metavar="FIELD=NAME",
                        help="map a bar field to the file's column, e.g. --column timestamp=ts_event")
     train.add_argument("--out", type=Path, default=Path("runs/train"), help="output folder (default runs/train)")

@@ -38,6 +38,7 @@ from tuning.autoscaler import launchable_nodes
 from tuning.errors import UsageError
 from tuning.gate import stop_reason
 from tuning.ledger import Ledger, TrialRecord
+from tuning.memory_probe import ProbeResult
 from tuning.resources import HEAD_RESOURCE, TRIAL_DRIVER_RESOURCES, TrialPlan, fullest_plan, plan_trials
 from tuning.scheduler import GatedASHA
 from tuning.searcher import fail_lost_trials, make_searcher
@@ -114,12 +115,16 @@ def check_new(paths: SweepPaths) -> None:
 
 
 def write_manifest(paths: SweepPaths, data_path: Path, space_values: dict[str, Any], trials: int,
-                   data: Dataset, tracking_uri: str) -> dict[str, Any]:
-    """What `resume` needs to continue the sweep exactly as it was asked, and log to the same MLflow runs."""
+                   data: Dataset, tracking_uri: str, memory_probe: ProbeResult | None = None) -> dict[str, Any]:
+    """What `resume` needs to continue the sweep exactly as it was asked, and log to the same MLflow runs.
+
+    `space_values`: the space as run (without the batch sizes the memory probe removed)."""
     manifest = {"name": paths.name, "sweep_id": uuid.uuid4().hex, "data": str(data_path.resolve()),
                 "space": space_values, "trials": trials, "ray_storage": paths.ray_storage,
                 "tracking_uri": tracking_uri, "data_identity": data_identity(data),
-                "created": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+                "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                **({"memory_probe": memory_probe.to_dict(), "memory_probe_line": memory_probe.describe()}
+                   if memory_probe else {})}
     write_text_atomic(paths.folder / MANIFEST, json.dumps(manifest, indent=1))
     return manifest
 
@@ -229,7 +234,8 @@ def open_tracking(store: TrackingStore, client: Any, paths: SweepPaths, manifest
     log = TrackingLog(client, store.experiment_id(client, paths.name), sweep_id(manifest),
                       paths.folder / TRACKING_SPOOL)
     settings = {"trials": manifest["trials"], "concurrency": plan.concurrency, "workers_per_trial": plan.workers,
-                "storage": paths.sweep_storage, "sweep_id": sweep_id(manifest)}
+                "storage": paths.sweep_storage, "sweep_id": sweep_id(manifest),
+                **({"memory_probe": manifest["memory_probe_line"]} if "memory_probe_line" in manifest else {})}
     return open_sweep(log, paths.folder / TRACKING_STAGING, storage_filesystem(paths.ray_storage), paths.name,
                       manifest["space"], space, manifest["data"], data.summary, data.baselines, settings,
                       f"{paths.sweep_storage}/train")
