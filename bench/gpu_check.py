@@ -12,7 +12,7 @@ Prints JSON:
             the aim is under 2 seconds on an H200;
   memory:   the CUDA context a process holds, and the measured peak of training at each batch
             size (fp32, bf16), with how many such trials fit on this GPU (the packing rule, README);
-  sweep:    `mamba-tune sweep` of 4 trials packed on this GPU (gpus_per_trial 0.25), memory probe on.
+  sweep:    `mamba-tune sweep` of 4 trials packed on this GPU by the memory probe (gpus_per_trial auto).
 """
 
 from __future__ import annotations
@@ -38,11 +38,11 @@ from model.config import ModelConfig  # noqa: E402
 from model.data import DataConfig, load_dataset  # noqa: E402
 from model.mamba2 import Mamba2  # noqa: E402
 from model.precision import autocast  # noqa: E402
-from model.step_memory import CUDA_CONTEXT_BYTES, step_peak_bytes  # noqa: E402
+from model.step_memory import CUDA_CONTEXT_BYTES, MB, step_peak_bytes  # noqa: E402
 from model.synth import synth_bars  # noqa: E402
 from model.train import TrainConfig, fit  # noqa: E402
+from tuning.memory_probe import trials_per_gpu  # noqa: E402
 
-MB = 2**20
 BARS = 21_600  # the original system: 180 days of ES bars
 TOLERANCE = {"fp32": {"rtol": 1e-3, "atol": 1e-3}, "bf16": {"rtol": 3e-2, "atol": 3e-2}}
 
@@ -98,15 +98,15 @@ def memory(data, model: ModelConfig, device: str, batch_sizes: list[int]) -> dic
         step_peak_bytes(model, config, data)  # warm-up: lazy initialisation and kernel compilation
         for batch in batch_sizes:
             peak = step_peak_bytes(model, dataclasses.replace(config, batch_size=batch), data)
-            rows[f"{precision}/{batch}"] = {"peak_mb": round(peak / MB), "trials_per_gpu":
-                                            int(total // (peak + CUDA_CONTEXT_BYTES)) if on_gpu else None}
+            rows[f"{precision}/{batch}"] = {"peak_mb": round(peak / MB),
+                                            "trials_per_gpu": trials_per_gpu(total, peak) if on_gpu else None}
     gpu = {"gpu": torch.cuda.get_device_name(0), "total_mb": round(total / MB),
            "context_mb_measured": round(context_bytes() / MB)} if on_gpu else {}
     return {**gpu, "context_mb_assumed": round(CUDA_CONTEXT_BYTES / MB), "batch_sizes": rows}
 
 
 def packed_sweep(bars: Path, folder: Path, model: ModelConfig, device: str) -> dict:
-    """`mamba-tune sweep`: 4 trials of the default model at 0.25 GPU each, all at once on this GPU."""
+    """`mamba-tune sweep`: 4 trials of the default model packed on this GPU (gpus_per_trial auto: the probe)."""
     space = {"name": "gpu-smoke", "trials": 4, "seed": 0,
              "search": {"learning_rate": {"low": 1e-4, "high": 3e-3, "log": True},
                         "weight_decay": {"low": 1e-4, "high": 1e-1, "log": True},
@@ -114,16 +114,20 @@ def packed_sweep(bars: Path, folder: Path, model: ModelConfig, device: str) -> d
              "scheduler": {"max_epochs": 6, "grace_period": 2, "reduction_factor": 2},
              "gate": {"epoch": 2, "ratio_to_e0": 0.95},
              "resources": {"workers": 1, "cpus_per_worker": 2 if device == "cuda" else 0.5,
-                           "gpus_per_trial": 0.25 if device == "cuda" else 0},
+                           "gpus_per_trial": "auto" if device == "cuda" else 0},  # the probe packs them
              "run": {"model": model.to_dict(), "train": {"device": device, "precision": "bf16"}}}
     path = folder / "gpu-smoke.yaml"
     path.write_text(yaml.safe_dump(space))
     start = time.perf_counter()
     budget = [] if device == "cuda" else ["--memory-budget", "4096"]  # on GPU: each trial's share of it
-    done = subprocess.run([sys.executable, "-m", "tuning.cli", "sweep", "--data", str(bars), "--space", str(path),
-                           "--storage", str(folder / "sweeps"), "--tracking-uri",
-                           f"sqlite:///{folder / 'mlflow' / 'mlflow.db'}", *budget],
-                          capture_output=True, text=True, cwd=ROOT, timeout=360)
+    command = [sys.executable, "-m", "tuning.cli", "sweep", "--data", str(bars), "--space", str(path),
+               "--storage", str(folder / "sweeps"), "--tracking-uri", f"sqlite:///{folder / 'mlflow' / 'mlflow.db'}",
+               *budget]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=360)
+    except subprocess.TimeoutExpired as exc:  # the rest of the report stands; its output so far is bytes
+        stdout, stderr = ((out or b"").decode(errors="replace") for out in (exc.stdout, exc.stderr))
+        done = subprocess.CompletedProcess(command, "timed out after 360 s", stdout, stderr)
     ledger = folder / "sweeps" / "gpu-smoke" / "trials.json"
     records = json.loads(ledger.read_text()) if ledger.exists() else []
     return {"returncode": done.returncode, "wall_s": round(time.perf_counter() - start, 1),

@@ -79,7 +79,7 @@ class Forecaster(nn.Module):
     def forward(self, features: torch.Tensor) -> torch.Tensor:
         """features: (batch, seqlen, n_features) -> (batch, n_targets)."""
         h = self.embed(features)  # (b, l, d_model)
-        h = h.to(torch.promote_types(h.dtype, torch.float32))  # the residual stream stays float32 under autocast
+        h = h.to(self.embed.weight.dtype)  # the residual stream in the parameters' dtype, float32 under autocast
         for layer in self.layers[:-1]:
             h = layer(h)
         last = self.layers[-1].forward_last(h)  # (b, d_model): the head reads the last position only

@@ -21,11 +21,12 @@ import torch
 
 from model.config import ModelConfig
 from model.data import Dataset
-from model.train import TrainConfig, fit, resolve_device
+from model.train import TrainConfig, eval_batch_size, fit, resolve_device
 
 # What a CUDA process holds outside the allocator (context, kernels, cuBLAS workspace): counted
 # once per trial worker on top of its measured peak. bench/gpu_check.py measures it on a GPU.
-CUDA_CONTEXT_BYTES = 600 * 2**20
+MB = 2**20
+CUDA_CONTEXT_BYTES = 600 * MB
 
 
 class MemoryProbeError(RuntimeError):
@@ -37,9 +38,8 @@ def step_peak_bytes(model_config: ModelConfig, train_config: TrainConfig, data: 
 
     A batch larger than the training set is measured as fit trains it: all of the training set at once."""
     device = resolve_device(train_config.device)
-    eval_batch = train_config.eval_batch_size or (1024 if device.type == "cuda" else 64)
     one_batch = dataclasses.replace(data, train_index=data.train_index[: train_config.batch_size],
-                                    val_index=data.val_index[:eval_batch])
+                                    val_index=data.val_index[: eval_batch_size(train_config, device)])
     one_step = dataclasses.replace(train_config, epochs=1, warmup_fraction=0.0)
     with peak_memory(device) as peak:
         fit(one_step, model_config, one_batch)

@@ -163,7 +163,7 @@ def fit(
     # On CPU a batch of 512 windows runs 3x slower per sample than 64 at a time (cache-bound
     # intermediates), so batches are split and gradients accumulated: the same gradient.
     micro = train_config.micro_batch_size or (train_config.batch_size if device.type == "cuda" else 64)
-    eval_batch = train_config.eval_batch_size or (1024 if device.type == "cuda" else 64)
+    eval_batch = eval_batch_size(train_config, device)
     precision = train_config.precision
     ckpt_dir = None if checkpoint_dir is None else Path(checkpoint_dir)
     state = {"history": [], "best_val_loss": math.inf, "best_epoch": 0, "epoch": -1}
@@ -182,7 +182,8 @@ def fit(
     if resume and ckpt_dir is not None and (ckpt_dir / "last.pt").exists():
         saved = load_checkpoint(ckpt_dir / "last.pt", map_location=device)
         for what, mine, theirs in (("model configuration", model_config.to_dict(), saved["model_config"]),
-                                   ("training configuration", train_config.to_dict(), saved["train_config"]),
+                                   ("training configuration", train_config.to_dict(),  # defaults for newer keys
+                                    TrainConfig.from_dict(saved["train_config"]).to_dict()),
                                    ("data", data_identity(data), saved["data"])):
             if mine != theirs:
                 raise ResumeMismatch(f"{ckpt_dir / 'last.pt'} was trained with other {what}; resume with the same "
@@ -268,6 +269,11 @@ def fit(
         if not record(metrics):
             return finish("nan", epoch)
     return finish("completed", train_config.epochs)
+
+
+def eval_batch_size(config: TrainConfig, device: torch.device) -> int:
+    """Samples per evaluation batch: the configured one, else 1024 on GPU and 64 on CPU."""
+    return config.eval_batch_size or (1024 if device.type == "cuda" else 64)
 
 
 def data_identity(data: Dataset) -> dict[str, Any]:

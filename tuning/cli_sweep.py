@@ -16,7 +16,7 @@ from typing import Any
 from tuning.best_config import train_command, write_best_config
 from tuning.errors import UsageError
 from tuning.ledger import Ledger, TrialRecord, best_record, leaderboard
-from tuning.space import parse_space, valid_name
+from tuning.space import AUTO, parse_space, valid_name
 from tuning.sweep_files import DEFAULT_STORAGE, LEDGER, MANIFEST, TRACKING_SPOOL, unwritable_reason
 from tuning.tracking_store import open_store, resolve_store
 from tuning.yaml_io import read_yaml
@@ -74,7 +74,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
     from model.data import load_dataset
     from tuning import sweep
-    from tuning.memory_probe import restrict_space, run_probe
+    from tuning.memory_probe import pack_trials, restrict_space, run_probe
     from tuning.shared_storage import check_shared
 
     paths = sweep.sweep_paths(args.storage, name)
@@ -92,7 +92,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         if probe is not None:
             print(probe.describe(), flush=True)
             space_values = restrict_space(space_values, probe)  # raises when no batch size fits
+            if space.resources.gpus_per_trial == AUTO:
+                space_values = pack_trials(space_values, probe)
             space = parse_space(space_values, str(args.space))
+            plan = sweep.cluster_plan(space)
         manifest = sweep.write_manifest(paths, args.data, space_values, trials, data, store.uri, probe)
         args.resume_hint = f"mamba-tune resume {name}" + _storage_flag(args.storage)
         return _run(sweep, paths, space, data, manifest, plan, (store, client), args, resume=False)

@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from tuning.space import ResourceConfig
+from tuning.space import AUTO, ResourceConfig
 
 # Tune needs a non-empty request; this one never competes with workers. It pins trial drivers
 # (and, through them, Ray Train's controllers) to the head node, where the sweep's driver runs:
@@ -50,7 +50,7 @@ class TrialPlan:
 def plan_trials(config: ResourceConfig, nodes: list[dict[str, Any]]) -> TrialPlan:
     """The plan for `config` on a cluster whose alive nodes have `nodes` resources ({"CPU": 2.0, "GPU": 1.0})."""
     cpu, workers = config.cpus_per_worker, config.workers
-    gpu = config.gpus_per_trial / workers
+    gpu = 1.0 if config.gpus_per_trial == AUTO else config.gpus_per_trial / workers  # auto: a GPU, until probed
     if gpu > 1 and gpu != int(gpu):
         raise ResourceError(f"resources: gpus_per_trial {config.gpus_per_trial:g} over {workers} worker(s) is "
                             f"{gpu:g} GPU a worker, and Ray gives a worker above one GPU only whole GPUs; "

@@ -6,7 +6,8 @@ Layout (search_spaces/default.yaml is the reference):
   initial:    configurations evaluated first, e.g. the original system's
   scheduler:  ASHA on the epoch: max_epochs, grace_period, reduction_factor
   gate:       the milestone gate (tuning/gate.py): epoch, threshold / ratio_to_baseline / ratio_to_e0
-  resources:  workers, cpus_per_worker, gpus_per_trial (a fraction packs trials on a GPU), max_concurrent,
+  resources:  workers, cpus_per_worker, gpus_per_trial (a fraction packs trials on a GPU; auto: the memory
+              probe packs as many as fit), max_concurrent,
               custom (Ray resources a worker asks for)
   run:        the fixed data / model / train settings every trial shares (RunConfig's sections)
 Every problem is one ConfigError naming the file and the key.
@@ -26,6 +27,7 @@ from tuning.yaml_io import ConfigError, read_yaml
 
 SEARCHABLE = {"learning_rate": "lr", "weight_decay": "weight_decay", "batch_size": "batch_size"}  # -> TrainConfig
 RAY_BUILTIN_RESOURCES = ("CPU", "GPU", "memory", "object_store_memory")
+AUTO = "auto"  # gpus_per_trial: the memory probe decides how many trials share a GPU
 TOP_LEVEL = ("name", "trials", "seed", "search", "initial", "scheduler", "gate", "resources", "run")
 
 
@@ -59,7 +61,8 @@ class SchedulerConfig:
 class ResourceConfig:
     workers: int = 1  # Ray Train workers per trial
     cpus_per_worker: float = 1.0
-    gpus_per_trial: float = 0.0  # split over the workers; 0.25 packs four trials on one GPU
+    # Split over the workers; 0.25 packs four trials on one GPU; "auto": as many as the memory probe finds fit.
+    gpus_per_trial: float | str = 0.0
     max_concurrent: int | None = None  # None: as many as the cluster's resources hold
     # Custom Ray resources each worker asks for, e.g. {a100: 1} for nodes started with
     # `ray start --resources '{"a100": 4}'`: trials then run on those nodes only.
@@ -69,8 +72,8 @@ class ResourceConfig:
         require_positive_ints(self, ("workers", "max_concurrent"), optional=("max_concurrent",))
         if not _positive_number(self.cpus_per_worker):
             raise ValueError(f"cpus_per_worker must be a positive number, got {self.cpus_per_worker!r}")
-        if not (_number(self.gpus_per_trial) and self.gpus_per_trial >= 0):
-            raise ValueError(f"gpus_per_trial must be a number >= 0, got {self.gpus_per_trial!r}")
+        if not (self.gpus_per_trial == AUTO or _number(self.gpus_per_trial) and self.gpus_per_trial >= 0):
+            raise ValueError(f"gpus_per_trial must be a number >= 0 or {AUTO}, got {self.gpus_per_trial!r}")
         if not isinstance(self.custom, dict):
             raise ValueError(f"custom must be a mapping of resource name to amount, got {self.custom!r}")
         for name, amount in self.custom.items():

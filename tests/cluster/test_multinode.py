@@ -48,9 +48,9 @@ def train_nodes(cluster) -> dict[str, set[str]]:
 
     An attempt that failed before its workers started lists none."""
     used: dict[str, set[str]] = defaultdict(set)
-    for run in cluster.get("/api/train/v2/runs/v1")["train_runs"]:
-        for attempt in run["attempts"]:
-            used[run["name"]] |= {worker["node_id"] for worker in attempt["workers"]}
+    for train_run in cluster.get("/api/train/v2/runs/v1")["train_runs"]:
+        for attempt in train_run["attempts"]:
+            used[train_run["name"]] |= {worker["node_id"] for worker in attempt["workers"]}
     return used
 
 

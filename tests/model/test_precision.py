@@ -5,29 +5,19 @@ from __future__ import annotations
 import dataclasses
 import math
 
-import pyarrow.parquet as pq
 import pytest
 import torch
 
 from model.config import ModelConfig
-from model.data import DataConfig, load_dataset
 from model.forecaster import Forecaster
 from model.mamba2 import Mamba2
 from model.precision import autocast
 from model.ssd import ssd_final_state, ssd_scan
-from model.synth import synth_bars
 from model.train import TrainConfig, fit
 from tests.model.test_ssd import make_inputs
 
 CPU = torch.device("cpu")
 BF16 = {"rtol": 3e-2, "atol": 3e-2}  # bfloat16 keeps 8 bits of mantissa
-
-
-@pytest.fixture(scope="module")
-def small_data(tmp_path_factory):
-    path = tmp_path_factory.mktemp("bars") / "bars.parquet"
-    pq.write_table(synth_bars(800, seed=5), path)
-    return load_dataset(path, DataConfig(window=32, horizon=6))
 
 
 def test_the_scan_and_its_state_stay_float32_under_bf16_autocast():
@@ -56,6 +46,16 @@ def test_a_bf16_autocast_step_keeps_parameters_and_gradients_float32_close_to_fp
                for p in model.parameters())
 
 
+def test_the_residual_stream_stays_float32_under_bf16_autocast():
+    model = Forecaster(ModelConfig(n_features=8, d_model=32, n_layers=2, d_state=16, headdim=16, chunk_size=16))
+    seen = []
+    for layer in model.layers:  # what each block adds its mixer's output to
+        layer.norm.register_forward_pre_hook(lambda module, args: seen.append(args[0].dtype))
+    with autocast("bf16", CPU):
+        model(torch.randn(2, 40, 8))
+    assert seen == [torch.float32, torch.float32]
+
+
 def test_forward_last_under_bf16_autocast_is_the_last_step_of_forward():
     torch.manual_seed(0)
     layer = Mamba2(d_model=32, d_state=16, headdim=8, chunk_size=16)
@@ -82,3 +82,15 @@ def test_fit_in_bf16_learns_like_fp32_and_saves_float32_weights(small_data, tmp_
 def test_precision_is_fp32_or_bf16(bad):
     with pytest.raises(ValueError, match="precision must be one of fp32, bf16"):
         TrainConfig(precision=bad)
+
+
+def test_a_checkpoint_saved_before_precision_existed_resumes(small_data, tmp_path):
+    config = TrainConfig(epochs=2, batch_size=64, device="cpu")
+    model = ModelConfig(d_model=16, n_layers=1, d_state=16, headdim=8, chunk_size=16)
+    fit(dataclasses.replace(config, epochs=1), model, small_data, checkpoint_dir=tmp_path)
+    saved = torch.load(tmp_path / "last.pt", weights_only=True)
+    del saved["train_config"]["precision"]  # as written by earlier versions
+    saved["train_config"]["epochs"] = 2  # the run is continued to 2 epochs
+    torch.save(saved, tmp_path / "last.pt")
+    resumed = fit(config, model, small_data, checkpoint_dir=tmp_path, resume=True)
+    assert [m["epoch"] for m in resumed.history] == [0, 1, 2]

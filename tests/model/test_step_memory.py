@@ -2,24 +2,13 @@
 
 from __future__ import annotations
 
-import pyarrow.parquet as pq
-import pytest
 import torch
 
 from model.config import ModelConfig
-from model.data import DataConfig, load_dataset
 from model.step_memory import peak_memory, step_peak_bytes
-from model.synth import synth_bars
 from model.train import TrainConfig
 
 TINY = ModelConfig(d_model=16, n_layers=1, d_state=16, headdim=8, chunk_size=16)
-
-
-@pytest.fixture(scope="module")
-def data(tmp_path_factory):
-    path = tmp_path_factory.mktemp("bars") / "bars.parquet"
-    pq.write_table(synth_bars(1500, seed=1), path)
-    return load_dataset(path, DataConfig(window=16, horizon=4))
 
 
 def test_peak_memory_sees_a_block_that_allocates_and_frees():
@@ -29,16 +18,16 @@ def test_peak_memory_sees_a_block_that_allocates_and_frees():
     assert 24 * 2**20 <= peak[0] <= 40 * 2**20, peak[0] / 2**20
 
 
-def test_the_peak_grows_with_the_batch_when_the_whole_batch_runs_at_once(data):
+def test_the_peak_grows_with_the_batch_when_the_whole_batch_runs_at_once(small_data):
     def peak(batch: int) -> int:
-        return step_peak_bytes(TINY, TrainConfig(batch_size=batch, device="cpu", micro_batch_size=4096), data)
+        return step_peak_bytes(TINY, TrainConfig(batch_size=batch, device="cpu", micro_batch_size=4096), small_data)
 
     peak(64)  # lazy initialisation of torch's CPU kernels, once per process
     small, large = peak(64), peak(1024)
     assert large > 6 * small, (small, large)  # activations scale with the batch; the model is the same
 
 
-def test_micro_batching_caps_the_peak(data):
-    whole = step_peak_bytes(TINY, TrainConfig(batch_size=1024, device="cpu", micro_batch_size=1024), data)
-    split = step_peak_bytes(TINY, TrainConfig(batch_size=1024, device="cpu", micro_batch_size=64), data)
+def test_micro_batching_caps_the_peak(small_data):
+    whole = step_peak_bytes(TINY, TrainConfig(batch_size=1024, device="cpu", micro_batch_size=1024), small_data)
+    split = step_peak_bytes(TINY, TrainConfig(batch_size=1024, device="cpu", micro_batch_size=64), small_data)
     assert split < whole / 3, (split, whole)

@@ -21,13 +21,6 @@ SMALL_MODEL = ModelConfig(d_model=32, n_layers=2, d_state=16, headdim=16, chunk_
 FAST = TrainConfig(epochs=2, batch_size=64, lr=3e-3, weight_decay=0.01, warmup_fraction=0.1)
 
 
-@pytest.fixture(scope="module")
-def small_data(tmp_path_factory):
-    path = tmp_path_factory.mktemp("bars") / "bars.parquet"
-    pq.write_table(synth_bars(1500, seed=3), path)
-    return load_dataset(path, DataConfig(window=32, horizon=6))
-
-
 def test_weight_decay_groups_exempt_biases_norms_and_flagged_parameters():
     model = Forecaster(ModelConfig(n_features=8, d_model=32, n_layers=2, d_state=8, headdim=8))
     decay, no_decay = weight_decay_groups(model, 0.1)

@@ -1,15 +1,14 @@
 """Load: 64 tiny trials with every core busy; each trial is accounted for once in Ray, Optuna and MLflow.
 
-About ten minutes on 2 cores (Ray Tune and Ray Train start three processes per trial), so it is
+About 12 minutes on 2 cores (Ray Tune and Ray Train start three processes per trial), so it is
 not part of `make test`: `make test-load` runs it, and CI (.ci/run) runs both.
 """
 
 from __future__ import annotations
 
-import os
-
 import optuna
 import pytest
+from ray._private.utils import get_num_cpus
 from ray.tune import ExperimentAnalysis
 
 from tests.tuning.mlflow_layout import assert_sweep_logged
@@ -22,7 +21,7 @@ TRIALS = 64
 
 @pytest.mark.timeout(2400)
 def test_64_tiny_trials_with_every_core_busy_are_each_accounted_for_once(bars, tmp_path, mlflow_server):
-    cores = os.cpu_count()
+    cores = get_num_cpus()  # as the local Ray counts them (CPU affinity and cgroup quotas included)
     space = write_space(tmp_path, initial=[], scheduler={"max_epochs": 2, "grace_period": 1},
                         gate={"epoch": 1}, resources={"workers": 1, "cpus_per_worker": 1},
                         run={"model": {"d_model": 8, "n_layers": 1, "d_state": 8, "headdim": 8, "chunk_size": 16}})

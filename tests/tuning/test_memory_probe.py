@@ -1,7 +1,7 @@
 """The memory probe before a sweep: batch sizes that do not fit a trial worker's budget leave the space.
 
-On CPU it runs against --memory-budget (on GPU the budget is the worker's share of its GPU:
-tests/model/test_gpu_parity.py and bench/gpu_check.py cover that side).
+On CPU it runs against --memory-budget; on GPU the budget is the worker's share of its GPU, whose
+arithmetic is tested here and whose measurement bench/gpu_check.py runs on a GPU.
 """
 
 from __future__ import annotations
@@ -12,13 +12,23 @@ import optuna
 import pytest
 from mlflow import MlflowClient
 
+from model.step_memory import CUDA_CONTEXT_BYTES, MB
 from tests.tuning.conftest import assert_one_line_error
 from tests.tuning.sweeps import SPACE, ledger, run, write_space
 from tuning.errors import UsageError
-from tuning.memory_probe import ProbeResult, candidate_batch_sizes, restrict_space
+from tuning.memory_probe import (
+    ProbeResult,
+    candidate_batch_sizes,
+    gpu_budget,
+    pack_trials,
+    peaks_until_over,
+    restrict_space,
+    trials_per_gpu,
+    worker_batch,
+)
+from tuning.resources import ResourceError
 from tuning.space import parse_space
 
-MB = 2**20
 # The whole batch at once (no micro-batches), so the peak grows with the batch as on a GPU.
 WHOLE_BATCH = {"data": SPACE["run"]["data"], "model": SPACE["run"]["model"], "train": {"micro_batch_size": 4096}}
 
@@ -47,6 +57,58 @@ def test_restrict_space_refuses_when_no_batch_size_fits():
 def test_describe_names_each_peak_and_what_was_removed():
     assert probe((64,), (1024,)).describe() == ("memory probe on cpu, budget 50 MB a worker (--memory-budget): "
                                                 "64: 6 MB, 1024: 102 MB; removed batch size(s) 1024")
+
+
+def test_a_workers_gpu_budget_is_its_share_of_one_gpu_less_its_cuda_context():
+    gpu = 80 * 2**30
+    assert gpu_budget(gpu, 0.25) == 20 * 2**30 - CUDA_CONTEXT_BYTES  # four trials packed on one GPU
+    assert gpu_budget(gpu, 1.0) == gpu_budget(gpu, 2.0) == gpu - CUDA_CONTEXT_BYTES  # it trains on one of its GPUs
+    assert gpu_budget(2 * 2**30, 0.25) < 0  # nothing fits: the sweep is refused with the probe's figures
+
+
+def test_a_worker_measures_its_share_of_the_batch():
+    assert worker_batch(512, n_train=10_000, workers=1) == 512
+    assert worker_batch(512, n_train=10_000, workers=3) == 171  # the largest share, rounded up
+    assert worker_batch(4096, n_train=1_000, workers=2) == 500  # a batch beyond the data is all of it
+
+
+def test_batch_sizes_are_measured_smallest_first_until_one_does_not_fit():
+    measured = []
+
+    def peak_of(batch):
+        measured.append(batch)
+        return None if batch >= 4096 else batch * MB
+
+    assert peaks_until_over(peak_of, (512, 64, 1024, 4096), budget_bytes=600 * MB) == {64: 64 * MB, 512: 512 * MB,
+                                                                                       1024: 1024 * MB}
+    assert measured == [64, 512, 1024]  # 4096 is not tried: 1024 already did not fit
+    assert peaks_until_over(peak_of, (64, 4096), budget_bytes=10**12) == {64: 64 * MB, 4096: None}  # out of memory
+
+
+def test_trials_per_gpu_counts_each_workers_peak_and_cuda_context_within_bounds():
+    gb = 2**30
+    assert trials_per_gpu(141 * gb, 4 * gb) == 8  # 30 would fit; packing stops at MAX_PER_GPU
+    assert trials_per_gpu(24 * gb, 4 * gb) == 5  # 24 GB / (4 GB + 600 MB)
+    assert trials_per_gpu(24 * gb, 30 * gb) == 1  # never below one
+
+
+def test_auto_packing_gives_each_worker_its_fraction_of_a_gpu():
+    values = {**SPACE, "resources": {"workers": 2, "cpus_per_worker": 1, "gpus_per_trial": "auto"}}
+    result = ProbeResult("NVIDIA H200", 140 * 1024 * MB, "GPU share", {512: 9 * 1024 * MB}, (512,), (), per_gpu=5)
+    packed = pack_trials(values, result)
+    assert packed["resources"] == {"workers": 2, "cpus_per_worker": 1, "gpus_per_trial": 0.4}  # 1/5 GPU a worker
+    assert parse_space(packed, "s.yaml").resources.gpus_per_trial == 0.4
+    assert result.describe().endswith("; all fit; 5 such worker(s) of batch 512 fit on one GPU")
+    with pytest.raises(ResourceError, match="gpus_per_trial auto needs the memory probe on a GPU, and it ran on cpu"):
+        pack_trials(values, probe((64,), ()))
+
+
+def test_describe_says_which_ran_out_of_memory_and_which_were_not_measured():
+    result = ProbeResult("NVIDIA H200", 30 * 1024 * MB, "GPU share", {512: 9 * 1024 * MB, 2048: None},
+                         (512,), (2048, 4096))
+    assert result.describe() == ("memory probe on NVIDIA H200, budget 30,720 MB a worker (GPU share): 512: 9,216 MB, "
+                                 "2048: out of memory; removed batch size(s) 2048, 4096 (4096 not measured: a "
+                                 "smaller one did not fit)")
 
 
 def test_a_fixed_batch_size_is_the_only_candidate():

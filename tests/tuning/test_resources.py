@@ -25,6 +25,13 @@ def test_plan_trials_packs_fractional_gpus():
     assert plan.worker_resources() == {"CPU": 1.0, "GPU": 0.25}
 
 
+def test_plan_trials_gives_auto_a_whole_gpu_a_worker_until_the_probe_packs_them():
+    plan = plan_trials(ResourceConfig(workers=2, gpus_per_trial="auto"), GPU_NODES)
+    assert (plan.gpus_per_worker, plan.concurrency) == (1.0, 2)
+    with pytest.raises(ResourceError, match=r"1 worker\(s\) of 1 CPU and 1 GPU each.*0 GPU\) can hold 0"):
+        plan_trials(ResourceConfig(gpus_per_trial="auto"), LAPTOP)  # auto on a machine without GPUs
+
+
 def test_plan_trials_splits_a_trials_gpus_over_its_workers():
     plan = plan_trials(ResourceConfig(workers=4, cpus_per_worker=2, gpus_per_trial=4), GPU_NODES)
     assert (plan.gpus_per_worker, plan.concurrency) == (1.0, 1)  # 5 one-GPU bundles hold one 4-worker trial

@@ -67,6 +67,7 @@ def test_sweep_refuses_at_once_a_tracking_server_that_does_not_answer(bars, tmp_
     ("resources", "message"),
     [({"cpus_per_worker": 8}, "resources: a trial asks for 1 worker(s) of 8 CPU each, the cluster"),
      ({"gpus_per_trial": 1}, "resources: a trial asks for 1 worker(s) of 1 CPU and 1 GPU each"),
+     ({"gpus_per_trial": "auto"}, "resources: a trial asks for 1 worker(s) of 1 CPU and 1 GPU each"),
      ({"workers": 64}, "resources: a trial asks for 64 worker(s)")],
 )
 def test_sweep_refuses_at_once_what_the_cluster_cannot_hold(bars, tmp_path, resources, message):
