@@ -56,6 +56,12 @@ class ProbeResult:
     def to_dict(self) -> dict[str, Any]:
         return {**dataclasses.asdict(self), "peaks": {str(b): v for b, v in self.peaks.items()}}
 
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> ProbeResult:
+        """The result as sweep.json keeps it (to_dict's JSON)."""
+        return cls(**{**values, "peaks": {int(b): v for b, v in values["peaks"].items()},
+                      "kept": tuple(values["kept"]), "removed": tuple(values["removed"])})
+
 
 def candidate_batch_sizes(space: SweepSpace) -> tuple[int, ...]:
     """The batch sizes trials may use: the searched choices, else the run's one."""

@@ -123,8 +123,7 @@ def write_manifest(paths: SweepPaths, data_path: Path, space_values: dict[str, A
                 "space": space_values, "trials": trials, "ray_storage": paths.ray_storage,
                 "tracking_uri": tracking_uri, "data_identity": data_identity(data),
                 "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                **({"memory_probe": memory_probe.to_dict(), "memory_probe_line": memory_probe.describe()}
-                   if memory_probe else {})}
+                **({"memory_probe": memory_probe.to_dict()} if memory_probe else {})}
     write_text_atomic(paths.folder / MANIFEST, json.dumps(manifest, indent=1))
     return manifest
 
@@ -235,7 +234,8 @@ def open_tracking(store: TrackingStore, client: Any, paths: SweepPaths, manifest
                       paths.folder / TRACKING_SPOOL)
     settings = {"trials": manifest["trials"], "concurrency": plan.concurrency, "workers_per_trial": plan.workers,
                 "storage": paths.sweep_storage, "sweep_id": sweep_id(manifest),
-                **({"memory_probe": manifest["memory_probe_line"]} if "memory_probe_line" in manifest else {})}
+                **({"memory_probe": ProbeResult.from_dict(manifest["memory_probe"]).describe()}
+                   if "memory_probe" in manifest else {})}
     return open_sweep(log, paths.folder / TRACKING_STAGING, storage_filesystem(paths.ray_storage), paths.name,
                       manifest["space"], space, manifest["data"], data.summary, data.baselines, settings,
                       f"{paths.sweep_storage}/train")

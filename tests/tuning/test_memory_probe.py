@@ -99,6 +99,7 @@ def test_auto_packing_gives_each_worker_its_fraction_of_a_gpu():
     assert packed["resources"] == {"workers": 2, "cpus_per_worker": 1, "gpus_per_trial": 0.4}  # 1/5 GPU a worker
     assert parse_space(packed, "s.yaml").resources.gpus_per_trial == 0.4
     assert result.describe().endswith("; all fit; 5 such worker(s) of batch 512 fit on one GPU")
+    assert ProbeResult.from_dict(json.loads(json.dumps(result.to_dict()))) == result  # as sweep.json keeps it
     with pytest.raises(ResourceError, match="gpus_per_trial auto needs the memory probe on a GPU, and it ran on cpu"):
         pack_trials(values, probe((64,), ()))
 
