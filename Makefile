@@ -61,6 +61,7 @@ bench: $(STAMP)
 	$(PY) bench/data_pipeline.py
 	$(PY) bench/sweep_overhead.py
 	$(PY) bench/search_efficiency.py
+	$(PY) bench/training_outcomes.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache
