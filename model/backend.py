@@ -11,10 +11,12 @@ from collections.abc import Callable
 
 import torch
 
+from model.errors import InputError
+
 FusedScan = Callable[..., torch.Tensor]
 
 
-class BackendUnavailable(RuntimeError):
+class BackendUnavailable(InputError, RuntimeError):
     """A forced backend that cannot run here."""
 
 

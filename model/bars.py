@@ -14,11 +14,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from model.errors import InputError
+
 FIELDS = ("timestamp", "open", "high", "low", "close", "volume")
 PRICES = ("open", "high", "low", "close")
 
 
-class DataError(ValueError):
+class DataError(InputError, ValueError):
     """Bad input data: one line, `<what>, <rule>, <fix>`."""
 
 

@@ -8,6 +8,7 @@ from typing import Any
 import torch
 
 from model.atomic import atomic_path
+from model.errors import InputError
 
 
 def save_atomic(payload: dict[str, Any], path: str | Path) -> None:
@@ -16,7 +17,7 @@ def save_atomic(payload: dict[str, Any], path: str | Path) -> None:
         torch.save(payload, handle)
 
 
-class CheckpointError(ValueError):
+class CheckpointError(InputError, ValueError):
     """A checkpoint that cannot be used: unreadable, unsafe, or made for another run."""
 
 

@@ -3,7 +3,34 @@
 from __future__ import annotations
 
 import dataclasses
+import math
+from dataclasses import dataclass
 from typing import Any
+
+
+def finite_number(value: Any) -> bool:
+    """An int or float (not a bool) that is finite."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A rule for a number: low and high, each end open or closed. str() reads as "in [0, 1)"."""
+
+    low: float
+    high: float
+    low_closed: bool = True
+    high_closed: bool = False
+
+    def __contains__(self, value: Any) -> bool:  # NaN and non-numbers are never inside
+        if not finite_number(value):
+            return False
+        above = value >= self.low if self.low_closed else value > self.low
+        below = value <= self.high if self.high_closed else value < self.high
+        return above and below
+
+    def __str__(self) -> str:
+        return f"in {'[' if self.low_closed else '('}{self.low:g}, {self.high:g}{']' if self.high_closed else ')'}"
 
 
 def known_settings(cls: type, values: dict[str, Any], what: str) -> dict[str, Any]:

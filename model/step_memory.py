@@ -21,7 +21,8 @@ import torch
 
 from model.config import ModelConfig
 from model.data import Dataset
-from model.train import TrainConfig, eval_batch_size, fit, resolve_device
+from model.train import TrainConfig, fit
+from model.training import eval_batch_size, resolve_device
 
 # What a CUDA process holds outside the allocator (context, kernels, cuBLAS workspace): counted
 # once per trial worker on top of its measured peak. bench/gpu_check.py measures it on a GPU.

@@ -6,11 +6,12 @@ import shlex
 from pathlib import Path
 
 from tuning.ledger import TrialRecord
-from tuning.run_config import RunConfig
+from tuning.recipe import TrainingRecipe
 from tuning.space import SweepSpace, with_params
 
 
-def write_best_config(space: SweepSpace, best: TrialRecord, sweep_name: str, data_path: str, out: Path) -> RunConfig:
+def write_best_config(space: SweepSpace, best: TrialRecord, sweep_name: str, data_path: str,
+                      out: Path) -> TrainingRecipe:
     """Write the trial's whole configuration (epochs: the schedule it was tuned with) to `out`, with its figures."""
     config = with_params(space.run, best.params)
     command = train_command(data_path, out)

@@ -10,12 +10,9 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from model.backend import BackendUnavailable
-from model.bars import DataError
-from model.checkpoint import CheckpointError
+from model.errors import InputError
 from tuning import cli_data, cli_doctor, cli_sweep, cli_train, cli_ui
 from tuning.errors import UsageError
-from tuning.resources import ResourceError
 from tuning.yaml_io import ConfigError, parse_yaml
 
 
@@ -84,7 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         return args.run(args)
-    except (UsageError, DataError, ConfigError, CheckpointError, BackendUnavailable, ResourceError) as exc:
+    except InputError as exc:  # every error a user can fix: model/errors.py
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:  # a path that cannot be written or read: say which, no traceback
@@ -93,9 +90,7 @@ def main(argv: Sequence[str] | None = None) -> int:
               "and free space", file=sys.stderr)
         return 1
     except KeyboardInterrupt:  # checkpoints are written atomically: the last one is intact
-        hint = getattr(args, "resume_hint", None)  # a sweep sets it once it can be resumed
-        if args is not None and args.command == "train":
-            hint = f"--resume --out {args.out}"
+        hint = f"--resume --out {args.out}" if args is not None and args.command == "train" else None
         print(f"interrupted{f'; continue with {hint}' if hint else ''}", file=sys.stderr)
         return 130
 

@@ -16,6 +16,7 @@ from typing import Any
 from tuning.best_config import train_command, write_best_config
 from tuning.errors import UsageError
 from tuning.ledger import Ledger, TrialRecord, best_record, leaderboard
+from tuning.manifest import SweepManifest
 from tuning.space import AUTO, parse_space, valid_name
 from tuning.sweep_files import DEFAULT_STORAGE, LEDGER, MANIFEST, TRACKING_SPOOL, unwritable_reason
 from tuning.tracking_store import open_store, resolve_store
@@ -97,8 +98,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             space = parse_space(space_values, str(args.space))
             plan = sweep.cluster_plan(space)
         manifest = sweep.write_manifest(paths, args.data, space_values, trials, data, store.uri, probe)
-        args.resume_hint = f"mamba-tune resume {name}" + _storage_flag(args.storage)
-        return _run(sweep, paths, space, data, manifest, plan, (store, client), args, resume=False)
+        return _run(sweep, paths, space, data, manifest, plan, (store, client), args.storage, resume=False)
     finally:
         if started:
             sweep.ray.shutdown()
@@ -110,10 +110,10 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
     paths = sweep.sweep_paths(args.storage, args.name)
     paths, manifest, space, data = sweep.load_for_resume(paths)
-    store = resolve_store(args.tracking_uri or manifest.get("tracking_uri"))
+    store = resolve_store(args.tracking_uri or manifest.tracking_uri)
     finished = Ledger(paths.folder / LEDGER).records
-    if len(finished) >= manifest["trials"]:
-        print(f"sweep {args.name} has finished all {manifest['trials']} trials; nothing to resume")
+    if len(finished) >= manifest.trials:
+        print(f"sweep {args.name} has finished all {manifest.trials} trials; nothing to resume")
         sweep.end_lost_trials(paths)
         if (paths.folder / TRACKING_SPOOL).exists():  # MLflow writes it could not send: now
             _unsent(sweep.send_pending(store, open_store(store), paths, manifest, list(finished)))
@@ -124,8 +124,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     try:
         plan = sweep.cluster_plan(space)
         check_shared(paths.ray_storage)
-        args.resume_hint = f"mamba-tune resume {args.name}" + _storage_flag(args.storage)
-        return _run(sweep, paths, space, data, manifest, plan, (store, client), args, resume=True)
+        return _run(sweep, paths, space, data, manifest, plan, (store, client), args.storage, resume=True)
     finally:
         if started:
             sweep.ray.shutdown()
@@ -139,9 +138,20 @@ def _with_precision(values: Any, precision: str | None) -> Any:
     return {**values, "run": {**run, "train": {**(run.get("train") or {}), "precision": precision}}}
 
 
-def _run(sweep: Any, paths: Any, space: Any, data: Any, manifest: dict[str, Any], plan: Any, tracking: tuple,
-         args: argparse.Namespace, resume: bool) -> int:
-    trials, (store, client) = manifest["trials"], tracking
+def _run(sweep: Any, paths: Any, space: Any, data: Any, manifest: SweepManifest, plan: Any, tracking: tuple,
+         storage: str, resume: bool) -> int:
+    """Run (or resume) the sweep and print its outcome; Ctrl-C at any point says how to resume it."""
+    resume_hint = f"mamba-tune resume {paths.name}{_storage_flag(storage)}"
+    try:
+        return _run_sweep(sweep, paths, space, data, manifest, plan, tracking, storage, resume, resume_hint)
+    except KeyboardInterrupt:  # before the sweep could say how many trials finished
+        print(f"interrupted; continue with {resume_hint}", file=sys.stderr)
+        return 130
+
+
+def _run_sweep(sweep: Any, paths: Any, space: Any, data: Any, manifest: SweepManifest, plan: Any, tracking: tuple,
+               storage: str, resume: bool, resume_hint: str) -> int:
+    trials, (store, client) = manifest.trials, tracking
     summary = data.summary
     print(f"sweep {paths.name}: {trials} trials, {plan.describe()}")
     print(f"data: {summary['n_bars']:,} bars, {summary['n_train']:,} training / {summary['n_val']:,} validation "
@@ -163,7 +173,7 @@ def _run(sweep: Any, paths: Any, space: Any, data: Any, manifest: dict[str, Any]
     print()
     _print_leaderboard(records)
     if outcome.interrupted:
-        print(f"interrupted with {len(records)} of {trials} trials finished; continue with `{args.resume_hint}`",
+        print(f"interrupted with {len(records)} of {trials} trials finished; continue with `{resume_hint}`",
               file=sys.stderr)
         return 130
     best = best_record(records)
@@ -173,7 +183,7 @@ def _run(sweep: Any, paths: Any, space: Any, data: Any, manifest: dict[str, Any]
         print(f"error: no trial ran all {space.scheduler.max_epochs} epochs ({reasons}); see "
               f"{paths.folder}/trials.json, then widen the space or relax the gate", file=sys.stderr)
         return 1
-    print(f"\nbest: trial {best.trial_id}; export it with `mamba-tune best {paths.name}{_storage_flag(args.storage)}`")
+    print(f"\nbest: trial {best.trial_id}; export it with `mamba-tune best {paths.name}{_storage_flag(storage)}`")
     return 0
 
 
@@ -182,7 +192,7 @@ def cmd_best(args: argparse.Namespace) -> int:
 
     paths = sweep.sweep_paths(args.storage, args.name)
     manifest = sweep.read_manifest(paths)
-    space = parse_space(manifest["space"], str(paths.folder / MANIFEST))
+    space = parse_space(manifest.space, str(paths.folder / MANIFEST))
     records = list(Ledger(paths.folder / LEDGER).records.values())
     best = best_record(records)
     if best is None:
@@ -191,10 +201,10 @@ def cmd_best(args: argparse.Namespace) -> int:
     out = args.out or paths.folder / "best.yaml"
     if out.exists() and not args.force:
         raise UsageError(f"{out} exists and is never overwritten by default; pass --force or choose another --out")
-    config = write_best_config(space, best, args.name, manifest["data"], out)
+    config = write_best_config(space, best, args.name, manifest.data, out)
     print(f"wrote {out}: lr {config.train.lr:.3g}, weight decay {config.train.weight_decay:.3g}, "
           f"batch {config.train.batch_size}, {config.train.epochs} epochs (best val_loss {best.best_val_loss:.4f})")
-    print(f"train it: {train_command(manifest['data'], out)}")
+    print(f"train it: {train_command(manifest.data, out)}")
     return 0
 
 

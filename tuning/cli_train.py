@@ -14,10 +14,11 @@ from model.atomic import write_text_atomic
 from model.checkpoint import load_checkpoint
 from model.data import load_dataset
 from model.precision import PRECISIONS
-from model.train import FitResult, fit, resolve_device
+from model.train import FitResult, fit
+from model.training import resolve_device
 from tuning.cli_data import parse_columns
 from tuning.errors import UsageError
-from tuning.run_config import RunConfig
+from tuning.recipe import TrainingRecipe
 
 if TYPE_CHECKING:
     from tuning.tracking_store import TrackingStore
@@ -51,7 +52,7 @@ def add_command(commands: argparse._SubParsersAction) -> None:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    config = _run_config(args)
+    config = _recipe(args)
     store = _open_registry(args)  # before any work: an unreachable store fails in seconds, nothing trained
     data = load_dataset(args.data, config.data)
     if not args.resume:
@@ -82,7 +83,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     return _register(args, store, config, result) if store is not None else 0
 
 
-def _register(args: argparse.Namespace, store: TrackingStore, config: RunConfig, result: FitResult) -> int:
+def _register(args: argparse.Namespace, store: TrackingStore, config: TrainingRecipe, result: FitResult) -> int:
     from mlflow.exceptions import MlflowException
 
     from tuning.registry import register_run
@@ -120,7 +121,7 @@ def _open_registry(args: argparse.Namespace) -> TrackingStore | None:
     return store
 
 
-def _run_config(args: argparse.Namespace) -> RunConfig:
+def _recipe(args: argparse.Namespace) -> TrainingRecipe:
     """The configuration: --out's own on --resume, else --config (or defaults) plus overrides."""
     overrides = {name: getattr(args, name) for name in OVERRIDES if getattr(args, name) is not None}
     if args.out.exists() and not args.out.is_dir():
@@ -131,11 +132,11 @@ def _run_config(args: argparse.Namespace) -> RunConfig:
                              "no --config or overrides; drop them, or train into a new --out")
         if not (args.out / "last.pt").exists():
             raise UsageError(f"{args.out} holds no checkpoint (last.pt) to resume; start a new run with another --out")
-        return RunConfig.from_yaml(args.out / "config.yaml")
+        return TrainingRecipe.from_yaml(args.out / "config.yaml")
     if any((args.out / name).exists() for name in RUN_FILES):
         raise UsageError(f"{args.out} already holds a training run, which is never overwritten; "
                          "pass --resume to continue it or choose another --out")
-    config = RunConfig.from_yaml(args.config) if args.config else RunConfig()
+    config = TrainingRecipe.from_yaml(args.config) if args.config else TrainingRecipe()
     if args.column:
         config = config.replace("data", columns=parse_columns(args.column))
     config = config.replace("train", **overrides) if overrides else config

@@ -22,8 +22,8 @@ from typing import Any
 
 from model.step_memory import CUDA_CONTEXT_BYTES, MB, MemoryProbeError, step_peak_bytes
 from tuning.errors import UsageError
+from tuning.recipe import TrainingRecipe
 from tuning.resources import ResourceError, TrialPlan
-from tuning.run_config import RunConfig
 from tuning.space import Choice, SweepSpace
 from tuning.tracking_store import first_line
 
@@ -101,9 +101,9 @@ def measure(run: dict[str, Any], dataset: Any, batch_sizes: tuple[int, ...], wor
     import ray
     import torch
 
-    from model.train import resolve_device
+    from model.training import resolve_device
 
-    config = RunConfig.from_dict(run)
+    config = TrainingRecipe.from_dict(run)
     data = ray.get(dataset) if isinstance(dataset, ray.ObjectRef) else dataset
     device = resolve_device(config.train.device if gpus_per_worker else "cpu")
     source, total = "--memory-budget", None

@@ -32,7 +32,7 @@ import model
 from model.bars import FIELDS, Bars, bars_from_table
 from model.train import FitResult
 from tuning.errors import UsageError
-from tuning.run_config import RunConfig
+from tuning.recipe import TrainingRecipe
 from tuning.tracking_store import EPOCH_METRICS, TrackingStore
 
 DEFAULT_EXPERIMENT = "production"
@@ -63,7 +63,7 @@ def check_model_name(name: str) -> str:
     return name
 
 
-def register_run(store: TrackingStore, experiment: str, model_name: str, config: RunConfig, data_path: Path,
+def register_run(store: TrackingStore, experiment: str, model_name: str, config: TrainingRecipe, data_path: Path,
                  out_dir: Path, result: FitResult) -> Registered:
     """Log the finished run in `out_dir` (config.yaml, metrics.json, best.pt) and register its model.
 
@@ -104,7 +104,7 @@ def register_run(store: TrackingStore, experiment: str, model_name: str, config:
     return Registered(run_id, experiment_id, model_name, int(info.registered_model_version))
 
 
-def input_example(data_path: Path, config: RunConfig) -> pd.DataFrame:
+def input_example(data_path: Path, config: TrainingRecipe) -> pd.DataFrame:
     """The first window + 1 + EXAMPLE_EXTRA_BARS bars of the training data, as the model takes them.
 
     Logged with the model, as the documentation of its input.

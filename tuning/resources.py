@@ -15,6 +15,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from model.errors import InputError
 from tuning.space import AUTO, ResourceConfig
 
 # Tune needs a non-empty request; this one never competes with workers. It pins trial drivers
@@ -24,7 +25,7 @@ HEAD_RESOURCE = "node:__internal_head__"  # Ray gives it to the head node only
 TRIAL_DRIVER_RESOURCES = {"memory": 1, HEAD_RESOURCE: 0.001}
 
 
-class ResourceError(Exception):
+class ResourceError(InputError):
     """The cluster can never run one trial as configured."""
 
 

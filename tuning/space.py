@@ -9,20 +9,20 @@ Layout (search_spaces/default.yaml is the reference):
   resources:  workers, cpus_per_worker, gpus_per_trial (a fraction packs trials on a GPU; auto: the memory
               probe packs as many as fit), max_concurrent,
               custom (Ray resources a worker asks for)
-  run:        the fixed data / model / train settings every trial shares (RunConfig's sections)
+  run:        the fixed data / model / train settings every trial shares (TrainingRecipe's sections)
 Every problem is one ConfigError naming the file and the key.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from model.settings import require_positive_ints
+from model.settings import Interval, finite_number, require_positive_ints
+from model.train_config import BOUNDS as TRAIN_BOUNDS
 from tuning.gate import GateConfig
-from tuning.run_config import RunConfig
+from tuning.recipe import TrainingRecipe
 from tuning.yaml_io import ConfigError, read_yaml
 
 SEARCHABLE = {"learning_rate": "lr", "weight_decay": "weight_decay", "batch_size": "batch_size"}  # -> TrainConfig
@@ -72,7 +72,7 @@ class ResourceConfig:
         require_positive_ints(self, ("workers", "max_concurrent"), optional=("max_concurrent",))
         if not _positive_number(self.cpus_per_worker):
             raise ValueError(f"cpus_per_worker must be a positive number, got {self.cpus_per_worker!r}")
-        if not (self.gpus_per_trial == AUTO or _number(self.gpus_per_trial) and self.gpus_per_trial >= 0):
+        if not (self.gpus_per_trial == AUTO or finite_number(self.gpus_per_trial) and self.gpus_per_trial >= 0):
             raise ValueError(f"gpus_per_trial must be a number >= 0 or {AUTO}, got {self.gpus_per_trial!r}")
         if not isinstance(self.custom, dict):
             raise ValueError(f"custom must be a mapping of resource name to amount, got {self.custom!r}")
@@ -94,7 +94,7 @@ class SweepSpace:
     scheduler: SchedulerConfig
     gate: GateConfig
     resources: ResourceConfig
-    run: RunConfig = field(default_factory=RunConfig)
+    run: TrainingRecipe = field(default_factory=TrainingRecipe)
 
 
 def valid_name(name: Any) -> bool:
@@ -102,7 +102,7 @@ def valid_name(name: Any) -> bool:
     return isinstance(name, str) and name.replace("-", "").replace("_", "").isalnum()
 
 
-def with_params(run: RunConfig, params: dict[str, Any]) -> RunConfig:
+def with_params(run: TrainingRecipe, params: dict[str, Any]) -> TrainingRecipe:
     """One trial's run configuration: the space's fixed settings with its sampled parameters set."""
     return run.replace("train", **{SEARCHABLE[key]: value for key, value in params.items()})
 
@@ -132,7 +132,7 @@ def parse_space(values: Any, source: str) -> SweepSpace:
     run_values = top.get("run") or {}
     if isinstance(run_values, dict) and "epochs" in (run_values.get("train") or {}):
         raise ConfigError(f"{source}: run.train.epochs is set by scheduler.max_epochs; remove it from run.train")
-    run = RunConfig.from_dict(run_values, source=f"{source}: run").replace("train", epochs=scheduler.max_epochs)
+    run = TrainingRecipe.from_dict(run_values, source=f"{source}: run").replace("train", epochs=scheduler.max_epochs)
     points = top.get("initial") or []
     if not isinstance(points, list):
         raise ConfigError(f"{source}: initial must be a list of configurations, e.g. "
@@ -156,8 +156,8 @@ def _search(values: Any, source: str) -> dict[str, FloatRange | Choice]:
             if key == "batch_size" and not all(isinstance(c, int) and not isinstance(c, bool) and c > 0
                                                for c in choices):
                 raise ConfigError(f"{source}: {where}.choices must be positive integers, got {choices!r}")
-            if key != "batch_size" and not all(_number(c) and _inside_train_bounds(key, c) for c in choices):
-                raise ConfigError(f"{source}: {where}.choices must be numbers {_TRAIN_BOUNDS[key]}, got {choices!r}")
+            if key != "batch_size" and not all(c in train_rule(key) for c in choices):
+                raise ConfigError(f"{source}: {where}.choices must be numbers {train_rule(key)}, got {choices!r}")
             parsed[key] = Choice(tuple(choices))
             continue
         spec = _mapping(spec, source, where, ("low", "high", "log"))
@@ -166,14 +166,14 @@ def _search(values: Any, source: str) -> dict[str, FloatRange | Choice]:
         low, high, log = spec.get("low"), spec.get("high"), spec.get("log", False)
         if not isinstance(log, bool):
             raise ConfigError(f"{source}: {where}.log must be true or false, got {log!r}")
-        if not (_number(low) and _number(high)):
+        if not (finite_number(low) and finite_number(high)):
             raise ConfigError(f"{source}: {where} needs numeric low and high, got low={low!r}, high={high!r}")
         if low >= high:
             raise ConfigError(f"{source}: {where}: low {low} must be below high {high}; swap or widen them")
         if log and low <= 0:
             raise ConfigError(f"{source}: {where}: a log scale needs low > 0, got {low}; use a positive low")
-        if not (_inside_train_bounds(key, low) and _inside_train_bounds(key, high)):
-            raise ConfigError(f"{source}: {where}: low and high must lie {_TRAIN_BOUNDS[key]}, got {low} and {high}")
+        if not (low in train_rule(key) and high in train_rule(key)):
+            raise ConfigError(f"{source}: {where}: low and high must lie {train_rule(key)}, got {low} and {high}")
         parsed[key] = FloatRange(float(low), float(high), log)
     return parsed
 
@@ -183,18 +183,16 @@ def _initial(point: Any, search: dict[str, FloatRange | Choice], source: str, i:
     for key, value in point.items():
         spec = search[key]
         inside = any(value == c and type(value) is type(c) for c in spec.choices) if isinstance(spec, Choice) \
-            else _number(value) and spec.low <= value <= spec.high
+            else finite_number(value) and spec.low <= value <= spec.high
         if not inside:
             raise ConfigError(f"{source}: initial[{i}].{key} = {value!r} lies outside search.{key}; "
                               "widen the space or change the point")
     return point
 
 
-_TRAIN_BOUNDS = {"learning_rate": "in (0, 1)", "weight_decay": "in [0, 1)"}  # TrainConfig's own rules
-
-
-def _inside_train_bounds(key: str, value: float) -> bool:
-    return 0 < value < 1 if key == "learning_rate" else 0 <= value < 1
+def train_rule(key: str) -> Interval:
+    """The rule TrainConfig holds the searched setting `key` (learning_rate, weight_decay) to."""
+    return TRAIN_BOUNDS[SEARCHABLE[key]]
 
 
 def _section(kind: type, values: Any, source: str, where: str):
@@ -219,9 +217,5 @@ def _positive_int(value: Any, source: str, where: str) -> None:
         raise ConfigError(f"{source}: {where} must be a positive integer, got {value!r}")
 
 
-def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
 def _positive_number(value: Any) -> bool:
-    return _number(value) and value > 0
+    return finite_number(value) and value > 0

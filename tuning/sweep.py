@@ -20,9 +20,7 @@ import logging
 import os
 import socket
 import time
-import uuid
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -33,11 +31,12 @@ from ray.tune.experiment import Trial
 
 from model.atomic import write_text_atomic
 from model.data import Dataset, load_dataset
-from model.train import data_identity
+from model.training import data_identity
 from tuning.autoscaler import launchable_nodes
 from tuning.errors import UsageError
 from tuning.gate import stop_reason
 from tuning.ledger import Ledger, TrialRecord
+from tuning.manifest import SweepManifest
 from tuning.memory_probe import ProbeResult
 from tuning.resources import HEAD_RESOURCE, TRIAL_DRIVER_RESOURCES, TrialPlan, fullest_plan, plan_trials
 from tuning.scheduler import GatedASHA
@@ -115,39 +114,31 @@ def check_new(paths: SweepPaths) -> None:
 
 
 def write_manifest(paths: SweepPaths, data_path: Path, space_values: dict[str, Any], trials: int,
-                   data: Dataset, tracking_uri: str, memory_probe: ProbeResult | None = None) -> dict[str, Any]:
+                   data: Dataset, tracking_uri: str, memory_probe: ProbeResult | None = None) -> SweepManifest:
     """What `resume` needs to continue the sweep exactly as it was asked, and log to the same MLflow runs.
 
     `space_values`: the space as run (without the batch sizes the memory probe removed)."""
-    manifest = {"name": paths.name, "sweep_id": uuid.uuid4().hex, "data": str(data_path.resolve()),
-                "space": space_values, "trials": trials, "ray_storage": paths.ray_storage,
-                "tracking_uri": tracking_uri, "data_identity": data_identity(data),
-                "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                **({"memory_probe": memory_probe.to_dict()} if memory_probe else {})}
-    write_text_atomic(paths.folder / MANIFEST, json.dumps(manifest, indent=1))
+    manifest = SweepManifest.new(paths.name, data_path, space_values, trials, paths.ray_storage, tracking_uri,
+                                 data_identity(data), memory_probe.to_dict() if memory_probe else None)
+    write_text_atomic(paths.folder / MANIFEST, json.dumps(manifest.to_dict(), indent=1))
     return manifest
 
 
-def sweep_id(manifest: dict[str, Any]) -> str:
-    """Tags the sweep's MLflow runs: a sweep started again under the same name gets runs of its own."""
-    return manifest.get("sweep_id") or manifest["created"]
-
-
-def read_manifest(paths: SweepPaths) -> dict[str, Any]:
+def read_manifest(paths: SweepPaths) -> SweepManifest:
     if not (paths.folder / MANIFEST).exists():
         raise UsageError(f"no sweep named {paths.name!r} in {paths.folder.parent}; list them with "
                          f"`ls {paths.folder.parent}` or pass the --storage it was started with")
-    return json.loads((paths.folder / MANIFEST).read_text())
+    return SweepManifest.from_dict(json.loads((paths.folder / MANIFEST).read_text()))
 
 
-def load_for_resume(paths: SweepPaths) -> tuple[SweepPaths, dict[str, Any], SweepSpace, Dataset]:
+def load_for_resume(paths: SweepPaths) -> tuple[SweepPaths, SweepManifest, SweepSpace, Dataset]:
     """The sweep's paths and manifest, the space as it was, and the same data (refused if the file changed)."""
     manifest = read_manifest(paths)
-    paths = SweepPaths(paths.name, paths.folder, manifest["ray_storage"])  # where it ran, e.g. s3://...
-    space = parse_space(manifest["space"], str(paths.folder / MANIFEST))
-    data = load_dataset(Path(manifest["data"]), space.run.data)
-    if data_identity(data) != manifest["data_identity"]:
-        raise UsageError(f"{manifest['data']} has changed since sweep {paths.name!r} started, so its trials "
+    paths = SweepPaths(paths.name, paths.folder, manifest.ray_storage)  # where it ran, e.g. s3://...
+    space = parse_space(manifest.space, str(paths.folder / MANIFEST))
+    data = load_dataset(Path(manifest.data), space.run.data)
+    if data_identity(data) != manifest.data_identity:
+        raise UsageError(f"{manifest.data} has changed since sweep {paths.name!r} started, so its trials "
                          "cannot continue on it; restore the file or start a new sweep")
     return paths, manifest, space, data
 
@@ -227,27 +218,27 @@ def cluster_plan(space: SweepSpace) -> TrialPlan:
     return fullest_plan(space.resources, [alive, heads + launchable])
 
 
-def open_tracking(store: TrackingStore, client: Any, paths: SweepPaths, manifest: dict[str, Any],
+def open_tracking(store: TrackingStore, client: Any, paths: SweepPaths, manifest: SweepManifest,
                   space: SweepSpace, data: Dataset, plan: TrialPlan) -> SweepTracking:
     """The sweep's MLflow experiment and parent run (reopened on resume); writes unsent earlier go first."""
-    log = TrackingLog(client, store.experiment_id(client, paths.name), sweep_id(manifest),
+    log = TrackingLog(client, store.experiment_id(client, paths.name), manifest.sweep_id,
                       paths.folder / TRACKING_SPOOL)
-    settings = {"trials": manifest["trials"], "concurrency": plan.concurrency, "workers_per_trial": plan.workers,
-                "storage": paths.sweep_storage, "sweep_id": sweep_id(manifest),
-                **({"memory_probe": ProbeResult.from_dict(manifest["memory_probe"]).describe()}
-                   if "memory_probe" in manifest else {})}
+    settings = {"trials": manifest.trials, "concurrency": plan.concurrency, "workers_per_trial": plan.workers,
+                "storage": paths.sweep_storage, "sweep_id": manifest.sweep_id,
+                **({"memory_probe": ProbeResult.from_dict(manifest.memory_probe).describe()}
+                   if manifest.memory_probe else {})}
     return open_sweep(log, paths.folder / TRACKING_STAGING, storage_filesystem(paths.ray_storage), paths.name,
-                      manifest["space"], space, manifest["data"], data.summary, data.baselines, settings,
+                      manifest.space, space, manifest.data, data.summary, data.baselines, settings,
                       f"{paths.sweep_storage}/train")
 
 
-def send_pending(store: TrackingStore, client: Any, paths: SweepPaths, manifest: dict[str, Any],
+def send_pending(store: TrackingStore, client: Any, paths: SweepPaths, manifest: SweepManifest,
                  finished: list[str]) -> int:
     """Send MLflow writes a stopped sweep saved (a finished sweep has no resume to send them); returns those left.
 
     Its driver stopped after the last trial's end but before the sweep's own: runs still open are ended too.
     """
-    log = TrackingLog(client, store.experiment_id(client, paths.name), sweep_id(manifest),
+    log = TrackingLog(client, store.experiment_id(client, paths.name), manifest.sweep_id,
                       paths.folder / TRACKING_SPOOL)
     log.end_lost_runs(finished)
     log.end_run(SWEEP_KEY, "FINISHED")

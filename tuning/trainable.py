@@ -28,8 +28,8 @@ from ray.tune.integration.ray_train import TuneReportCallback
 
 from model.atomic import write_text_atomic
 from model.train import fit
+from tuning.recipe import TrainingRecipe
 from tuning.resources import TrialPlan
-from tuning.run_config import RunConfig
 from tuning.space import with_params
 
 HISTORY = "history.json"  # every epoch reported so far: the driver reads it, not the .pt files
@@ -40,7 +40,7 @@ CHECKPOINT_FILES = ("last.pt", "best.pt", HISTORY)
 class TrialSetup:
     """What every trial of a sweep shares; built once by the sweep."""
 
-    run: dict[str, Any]  # RunConfig.to_dict(): the fixed data / model / train settings
+    run: dict[str, Any]  # TrainingRecipe.to_dict(): the fixed data / model / train settings
     dataset: ray.ObjectRef  # the Dataset, loaded once by the sweep
     plan: TrialPlan
     storage: str  # Ray Train's storage for trial checkpoints (a path every node sees, or a URI)
@@ -57,7 +57,7 @@ def run_trial(params: dict[str, Any], setup: TrialSetup) -> None:
     if trial_id in setup.finished:
         ray.tune.report(setup.finished[trial_id])
         return
-    run = with_params(RunConfig.from_dict(setup.run), params)
+    run = with_params(TrainingRecipe.from_dict(setup.run), params)
     if setup.plan.gpus_per_worker == 0:  # Ray does not hide GPUs from a worker that reserved none
         run = run.replace("train", device="cpu")
     trainer = TorchTrainer(
@@ -78,7 +78,7 @@ def run_trial(params: dict[str, Any], setup: TrialSetup) -> None:
 
 def train_worker(config: dict[str, Any]) -> None:
     """Ray Train worker: fit() with its reports going to Ray Train, resuming from the latest checkpoint."""
-    run = RunConfig.from_dict(config["run"])
+    run = TrainingRecipe.from_dict(config["run"])
     data = ray.get(config["dataset"])  # zero-copy views of the object store's arrays
     rank = ray.train.get_context().get_world_rank()
     local = Path(tempfile.mkdtemp(prefix="mamba-tune-trial-"))

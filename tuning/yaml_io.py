@@ -8,8 +8,10 @@ from typing import Any
 
 import yaml
 
+from model.errors import InputError
 
-class ConfigError(ValueError):
+
+class ConfigError(InputError, ValueError):
     """A configuration file or value that cannot be used: one line, with what to change."""
 
 

@@ -8,14 +8,15 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-from model import train as train_module
+from model import training as train_module
 from model.checkpoint import load_checkpoint
 from model.config import ModelConfig
 from model.data import DataConfig, load_dataset
 from model.forecaster import Forecaster
 from model.schedule import lr_factor
 from model.synth import synth_bars
-from model.train import ResumeMismatch, TrainConfig, evaluate, fit, weight_decay_groups
+from model.train import ResumeMismatch, TrainConfig, fit
+from model.training import evaluate, weight_decay_groups
 
 SMALL_MODEL = ModelConfig(d_model=32, n_layers=2, d_state=16, headdim=16, chunk_size=16)
 FAST = TrainConfig(epochs=2, batch_size=64, lr=3e-3, weight_decay=0.01, warmup_fraction=0.1)

@@ -9,7 +9,7 @@ import torch
 import yaml
 
 from tests.tuning.conftest import assert_one_line_error
-from tuning.run_config import RunConfig
+from tuning.recipe import TrainingRecipe
 
 SMALL = {
     "data": {"window": 32, "horizon": 6},
@@ -40,8 +40,8 @@ def test_cli_train_writes_config_metrics_and_checkpoints(run_cli, workspace):
     assert sorted(p.name for p in out.iterdir()) == ["best.pt", "config.yaml", "last.pt", "metrics.json"]
     metrics = json.loads((out / "metrics.json").read_text())
     assert [m["epoch"] for m in metrics] == [0, 1, 2]
-    saved = RunConfig.from_yaml(out / "config.yaml")
-    assert saved == RunConfig.from_dict(SMALL)
+    saved = TrainingRecipe.from_yaml(out / "config.yaml")
+    assert saved == TrainingRecipe.from_dict(SMALL)
     assert (out / "config.yaml").read_text().startswith("# mamba-tune run configuration. Run it with:\n#   mamba-tune train")
     for label in ("status         completed at epoch 2", "best val loss", "vs baselines   persistence", "overfit ratio"):
         assert label in done.stdout
@@ -66,7 +66,7 @@ def test_cli_train_overrides_apply_and_are_validated(run_cli, workspace):
     done = run_cli("train", "--data", workspace / "bars.parquet", "--config", workspace / "small.yaml",
                    "--epochs", "1", "--lr", "0.001", "--batch-size", "128", "--out", out)
     assert done.returncode == 0, done.stderr
-    saved = RunConfig.from_yaml(out / "config.yaml").train
+    saved = TrainingRecipe.from_yaml(out / "config.yaml").train
     assert (saved.epochs, saved.lr, saved.batch_size) == (1, 0.001, 128)
 
 

@@ -1,4 +1,6 @@
-"""A run's whole configuration (data, model, train) as one YAML file.
+"""TrainingRecipe: a training run's whole configuration (data, model, train) as one YAML file.
+
+(Named so as not to be confused with Ray's `ray.train.RunConfig` / `ray.tune.RunConfig`.)
 
 The format `mamba-tune train --config` reads, that a training run writes to its output
 folder, and that a sweep exports for its best trial.
@@ -16,22 +18,22 @@ import yaml
 from model.atomic import write_text_atomic
 from model.config import ModelConfig
 from model.data import DataConfig
-from model.train import TrainConfig
+from model.train_config import TrainConfig
 from tuning.yaml_io import ConfigError, read_yaml
 
-__all__ = ["ConfigError", "RunConfig", "SECTIONS"]
+__all__ = ["ConfigError", "TrainingRecipe", "SECTIONS"]
 
 SECTIONS = ("data", "model", "train")
 
 
 @dataclass(frozen=True)
-class RunConfig:
+class TrainingRecipe:
     data: DataConfig = field(default_factory=DataConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
 
     @classmethod
-    def from_dict(cls, values: dict[str, Any], source: str = "config") -> RunConfig:
+    def from_dict(cls, values: dict[str, Any], source: str = "config") -> TrainingRecipe:
         if not isinstance(values, dict):
             raise ConfigError(f"{source}: the top level must be a mapping with sections {', '.join(SECTIONS)}")
         unknown = sorted(set(values) - set(SECTIONS))
@@ -49,13 +51,13 @@ class RunConfig:
         return cls(**parts)
 
     @classmethod
-    def from_yaml(cls, path: str | Path) -> RunConfig:
+    def from_yaml(cls, path: str | Path) -> TrainingRecipe:
         return cls.from_dict(read_yaml(path, "config") or {}, source=str(path))
 
     def to_dict(self) -> dict[str, Any]:
         return {"data": self.data.to_dict(), "model": self.model.to_dict(), "train": self.train.to_dict()}
 
-    def replace(self, section: str, **changes: Any) -> RunConfig:
+    def replace(self, section: str, **changes: Any) -> TrainingRecipe:
         """A copy with some settings of one section changed (validated)."""
         try:
             return dataclasses.replace(self, **{section: dataclasses.replace(getattr(self, section), **changes)})
