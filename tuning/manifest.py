@@ -1,7 +1,8 @@
 """SweepManifest: what `resume` and `best` need of a sweep, kept as `sweep.json` in its folder.
 
-The file is JSON with these keys (`sweep_id` and `memory_probe` are absent from files
-written by older versions: the id is then the creation time, and there was no probe).
+The file is JSON with these keys (`sweep_id`, `tracking_uri` and `memory_probe` are absent
+from files written by older versions: the id is then the creation time, the store the
+default one, and there was no probe).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ class SweepManifest:
     space: dict[str, Any]  # the space as run (without the batch sizes the memory probe removed)
     trials: int
     ray_storage: str  # where Ray Tune and Train keep the sweep: a folder or a URI such as s3://...
-    tracking_uri: str  # the MLflow store the sweep logs to; `resume` logs there too
+    tracking_uri: str | None  # the MLflow store the sweep logs to; `resume` logs there too (None: the default)
     data_identity: dict[str, Any]  # model/training.py's data_identity: resume refuses other data
     created: str  # ISO time, UTC, seconds
     sweep_id: str  # tags the sweep's MLflow runs: a sweep started again under the same name gets its own
@@ -37,7 +38,7 @@ class SweepManifest:
     def from_dict(cls, values: dict[str, Any]) -> SweepManifest:
         known = {f.name for f in dataclasses.fields(cls)}
         values = {k: v for k, v in values.items() if k in known}
-        return cls(**{**values, "sweep_id": values.get("sweep_id") or values["created"]})
+        return cls(**{"tracking_uri": None, **values, "sweep_id": values.get("sweep_id") or values["created"]})
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object of sweep.json, in the key order earlier versions wrote."""

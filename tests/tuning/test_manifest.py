@@ -29,3 +29,8 @@ def test_manifest_writes_the_keys_earlier_versions_wrote():
 def test_manifest_of_a_version_without_sweep_id_takes_its_creation_time():
     manifest = SweepManifest.from_dict(OLDER)
     assert manifest.sweep_id == OLDER["created"] and manifest.memory_probe is None
+
+
+def test_manifest_of_a_version_before_tracking_logs_to_the_default_store():
+    older = {k: v for k, v in OLDER.items() if k != "tracking_uri"}
+    assert SweepManifest.from_dict(older).tracking_uri is None
