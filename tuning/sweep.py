@@ -56,7 +56,7 @@ from tuning.tracking import ACTIVE, SweepTracking, TrackingCallback, close_sweep
 from tuning.tracking_log import SWEEP_KEY, TrackingLog, note
 from tuning.tracking_store import TrackingStore, first_line
 from tuning.trainable import TrialSetup, run_trial
-from tuning.trial_files import final_checkpoint, storage_filesystem
+from tuning.trial_files import copy_file, final_checkpoint, staged_best, storage_filesystem
 
 RAY_ENV = {  # for every Ray process of the sweep
     "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.5",  # the default 2 s delays every epoch's report by ~1 s
@@ -344,9 +344,12 @@ class SweepCallback(ray.tune.Callback):
         last = last or {}
         history: list[dict[str, Any]] = []
         if self.storage:
-            train = f"{self.storage.rstrip('/')}/{self.ledger_path.parent.name}/train"
+            folder, fs = self.ledger_path.parent, storage_filesystem(self.storage)
+            train = f"{self.storage.rstrip('/')}/{folder.name}/train"
             named = self.checkpoints.get(trial.trial_id) or last.get("checkpoint_path")
-            _, history = final_checkpoint(storage_filesystem(self.storage), named, train, trial.trial_id, epoch)
+            checkpoint, history = final_checkpoint(fs, named, train, trial.trial_id, epoch)
+            # before the record: tracking uploads this copy, never a checkpoint the trial wrote after its stop
+            copy_file(fs, checkpoint, "best.pt", staged_best(folder / TRACKING_STAGING, trial.trial_id))
         record = TrialRecord(
             trial_id=trial.trial_id, params=dict(trial.config), stop_reason=reason, stop_epoch=epoch,
             best_val_loss=float(last.get("best_val_loss", float("inf"))), best_epoch=int(last.get("best_epoch", 0)),

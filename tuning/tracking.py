@@ -39,7 +39,7 @@ from tuning.plots import loss_by_hyperparameter, loss_curve, sweep_curves
 from tuning.space import SEARCHABLE, Choice, SweepSpace, with_params
 from tuning.tracking_log import SWEEP_KEY, TrackingLog, note
 from tuning.tracking_store import EPOCH_METRICS, first_line
-from tuning.trial_files import copy_file, final_checkpoint
+from tuning.trial_files import copy_file, final_checkpoint, staged_best
 
 RUN_STATUS = {"completed": "FINISHED", "asha": "FINISHED", "gate": "FINISHED", "nan": "FAILED", "error": "FAILED"}
 CLOSE_TIMEOUT_S = 60.0  # how long the end of a sweep waits for an unreachable store before spooling
@@ -129,6 +129,10 @@ class TrackingCallback(ray.tune.Callback):
     def __init__(self, sweep_id: str, ledger_path: Path) -> None:
         self.sweep_id, self.ledger_path = sweep_id, ledger_path
         self.checkpoints: dict[str, str] = {}  # trial id -> its latest checkpoint folder in the storage
+        self.staged_by_ledger = True  # SweepCallback stages each record's best.pt (trial_files.staged_best)
+
+    def __setstate__(self, state: dict[str, Any]) -> None:  # a sweep saved by an older version: it did not
+        self.__dict__.update({"staged_by_ledger": False, **state})
 
     @property
     def tracking(self) -> SweepTracking:
@@ -191,8 +195,11 @@ class TrackingCallback(ray.tune.Callback):
             t.log.log_epoch(key, metrics["epoch"], _epoch_metrics(metrics))
         t.log.set_tags(key, {"stop_reason": reason, "stop_epoch": epoch,
                              "best_epoch": record.best_epoch if record else last.get("best_epoch", 0)})
-        folder = t.staging / key
-        best = copy_file(t.fs, checkpoint, "best.pt", folder / "best.pt")
+        folder, best = t.staging / key, staged_best(t.staging, key)
+        if not self.staged_by_ledger:
+            best = copy_file(t.fs, checkpoint, "best.pt", best)
+        elif not best.exists():  # sent before a driver was killed (or the trial left no checkpoint)
+            best = None
         if best is not None:
             t.log.log_artifact(key, best, "checkpoint", remove_after=True)
         config = with_params(t.space.run, dict(trial.config))

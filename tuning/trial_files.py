@@ -49,6 +49,17 @@ def copy_file(fs: pyarrow.fs.FileSystem, checkpoint: str | None, name: str, dest
     return dest
 
 
+def staged_best(staging: Path, trial_id: str) -> Path:
+    """Where the best.pt of a trial's ledger record waits for MLflow (the sweep's staging folder).
+
+    The ledger's writer copies it there before it writes the record, from the checkpoint the trial
+    stopped on; tracking uploads that copy and removes it once sent. So the file MLflow gets is the
+    one the record speaks of, even when the trial wrote newer checkpoints before it was killed and
+    Ray Train has since deleted the one it stopped on (a driver killed between the two, resumed).
+    """
+    return staging / trial_id / "best.pt"
+
+
 def final_checkpoint(fs: pyarrow.fs.FileSystem, named: str | None, train_storage: str, trial_id: str,
                      stop_epoch: int) -> tuple[str | None, list[dict[str, Any]]]:
     """The checkpoint a trial ended on and its history up to `stop_epoch`; (None, []) when none is left.

@@ -2,6 +2,7 @@
 
 import json
 import shutil
+from pathlib import Path
 
 import pyarrow.fs
 
@@ -45,3 +46,28 @@ def test_a_resumed_trial_that_names_no_checkpoint_takes_the_newest(tmp_path):
 def test_no_checkpoint_left_gives_none(tmp_path):
     assert final_checkpoint(FS, None, str(tmp_path), "missing", stop_epoch=3) == (None, [])
     assert final_checkpoint(FS, str(tmp_path / "gone"), str(tmp_path), "missing", stop_epoch=3) == (None, [])
+
+
+def test_the_ledger_stages_the_best_pt_of_the_checkpoint_the_trial_stopped_on_before_its_record(tmp_path):
+    """Tracking uploads this copy: a resumed driver never takes best.pt from a checkpoint written after the stop."""
+    from types import SimpleNamespace
+
+    from tests.tuning.sweeps import SPACE
+    from tuning.ledger import Ledger
+    from tuning.space import parse_space
+    from tuning.sweep import SweepCallback
+    from tuning.trial_files import staged_best
+
+    folder = tmp_path / "sweeps" / "t"
+    train = folder / "train"
+    stopped_on, after = checkpoint(train, "a", "01", 2), checkpoint(train, "a", "02", 3)  # it ran one epoch on
+    (Path(stopped_on) / "best.pt").write_bytes(b"best at epoch 2")
+    (Path(after) / "best.pt").write_bytes(b"best at epoch 3")
+    callback = SweepCallback(folder / "trials.json", parse_space(SPACE, "space"), str(tmp_path / "sweeps"))
+    last = {"epoch": 2, "val_loss": 1 / 3, "best_val_loss": 1 / 3, "best_epoch": 2, "e0_val_loss": 1.0,
+            "baseline_persistence": 1.0, "checkpoint_path": stopped_on}
+    trial = SimpleNamespace(trial_id="a", config={"learning_rate": 1e-3}, last_result=last, status="TERMINATED")
+    callback.on_trial_complete(0, [trial], trial)
+    record = Ledger(folder / "trials.json").records["a"]
+    assert (record.stop_reason, record.stop_epoch, record.best_epoch) == ("asha", 2, 2)
+    assert staged_best(folder / "tracking", "a").read_bytes() == b"best at epoch 2"
