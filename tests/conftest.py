@@ -7,6 +7,8 @@ import os
 
 import pytest
 
+from tests.bars import write_bars
+
 # Assertions in these helpers say what differed, as in the test modules themselves.
 pytest.register_assert_rewrite("tests.tuning.mlflow_layout", "tests.processes")
 
@@ -26,12 +28,8 @@ def session_tracking_store(tmp_path_factory):
 @pytest.fixture(scope="session")
 def bars(tmp_path_factory):
     """1,500 synthetic bars in a Parquet file."""
-    import pyarrow.parquet as pq
-
-    from model.synth import synth_bars
-
     path = tmp_path_factory.mktemp("data") / "bars.parquet"
-    pq.write_table(synth_bars(1500, seed=1), path)
+    write_bars(path, 1500, seed=1)
     return path
 
 

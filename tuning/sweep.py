@@ -56,7 +56,14 @@ from tuning.tracking import ACTIVE, SweepTracking, TrackingCallback, close_sweep
 from tuning.tracking_log import SWEEP_KEY, TrackingLog, note
 from tuning.tracking_store import TrackingStore, first_line
 from tuning.trainable import TrialSetup, run_trial
-from tuning.trial_files import copy_file, final_checkpoint, staged_best, storage_filesystem
+from tuning.trial_files import (
+    final_checkpoint,
+    prune_best_snapshots,
+    remove_best_snapshots,
+    stage_best,
+    staged_best,
+    storage_filesystem,
+)
 
 RAY_ENV = {  # for every Ray process of the sweep
     "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.5",  # the default 2 s delays every epoch's report by ~1 s
@@ -257,9 +264,17 @@ def run(paths: SweepPaths, space: SweepSpace, data: Dataset, trials: int, plan: 
             end_lost_trials(paths)
     finally:
         records = list(Ledger(paths.folder / LEDGER).records.values())
+        _remove_snapshots(paths, records)
         unsent = close_sweep(tracking, records, interrupted=not complete)
         ACTIVE.pop(tracking.log.sweep_id, None)
     return SweepOutcome(paths, trials, records, plan, time.perf_counter() - start, unsent, complete)
+
+
+def _remove_snapshots(paths: SweepPaths, records: list[TrialRecord]) -> None:
+    """The best.pt snapshots a recorded trial wrote after its record (it ran on until Tune killed it)."""
+    fs, train = storage_filesystem(paths.ray_storage), f"{paths.sweep_storage}/train"
+    for record in records:
+        remove_best_snapshots(fs, train, record.trial_id)
 
 
 def end_lost_trials(paths: SweepPaths) -> None:
@@ -310,6 +325,11 @@ class SweepCallback(ray.tune.Callback):
     def __setstate__(self, state: dict[str, Any]) -> None:  # a sweep saved by an older version lacks these
         self.__dict__.update({"storage": None, "checkpoints": {}, **state, "recorded": None})
 
+    @property
+    def _train_storage(self) -> str:
+        """Ray Train's storage of this sweep's trials (tuning/trial_files.py)."""
+        return f"{self.storage.rstrip('/')}/{self.ledger_path.parent.name}/train"
+
     def _in_ledger(self, trial: Trial) -> bool:
         """Recorded already: by this driver, or by one killed since (TrialSetup.finished ends it again)."""
         if self.recorded is None:
@@ -328,6 +348,10 @@ class SweepCallback(ray.tune.Callback):
         self.train_s[trial.trial_id] = self.train_s.get(trial.trial_id, 0.0) + result.get("epoch_s", 0.0)
         if result.get("checkpoint_path"):
             self.checkpoints[trial.trial_id] = result["checkpoint_path"]
+        if self.storage and result.get("best_epoch") == result.get("epoch", -1) and result["best_epoch"] > 0:
+            # a stop comes at this result or a later one: the snapshots of earlier best epochs are done with
+            prune_best_snapshots(storage_filesystem(self.storage), self._train_storage, trial.trial_id,
+                                 result["best_epoch"])
         events.info("epoch", extra={"sweep_event": {"kind": "epoch", "trial": trial.trial_id, **_epoch(result)}})
 
     def on_trial_complete(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
@@ -342,17 +366,19 @@ class SweepCallback(ray.tune.Callback):
         last = trial.last_result or None
         reason, epoch = stop_reason(self.gate, self.max_epochs, last, errored)
         last = last or {}
+        best_epoch = int(last.get("best_epoch", 0))
         history: list[dict[str, Any]] = []
         if self.storage:
-            folder, fs = self.ledger_path.parent, storage_filesystem(self.storage)
-            train = f"{self.storage.rstrip('/')}/{folder.name}/train"
+            fs, train = storage_filesystem(self.storage), self._train_storage
             named = self.checkpoints.get(trial.trial_id) or last.get("checkpoint_path")
             checkpoint, history = final_checkpoint(fs, named, train, trial.trial_id, epoch)
-            # before the record: tracking uploads this copy, never a checkpoint the trial wrote after its stop
-            copy_file(fs, checkpoint, "best.pt", staged_best(folder / TRACKING_STAGING, trial.trial_id))
+            # before the record: tracking uploads this copy, never a best.pt the trial wrote after its stop
+            stage_best(fs, train, trial.trial_id, best_epoch, checkpoint,
+                       staged_best(self.ledger_path.parent / TRACKING_STAGING, trial.trial_id))
+            remove_best_snapshots(fs, train, trial.trial_id)
         record = TrialRecord(
             trial_id=trial.trial_id, params=dict(trial.config), stop_reason=reason, stop_epoch=epoch,
-            best_val_loss=float(last.get("best_val_loss", float("inf"))), best_epoch=int(last.get("best_epoch", 0)),
+            best_val_loss=float(last.get("best_val_loss", float("inf"))), best_epoch=best_epoch,
             e0_val_loss=float(last.get("e0_val_loss", float("nan"))),
             baseline_persistence=float(last.get("baseline_persistence", float("nan"))),
             train_s=self.train_s.get(trial.trial_id, 0.0), val_curve=tuple(m["val_loss"] for m in history))

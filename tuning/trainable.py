@@ -31,8 +31,8 @@ from model.train import fit
 from tuning.recipe import TrainingRecipe
 from tuning.resources import TrialPlan
 from tuning.space import with_params
+from tuning.trial_files import HISTORY, save_best_snapshot, storage_filesystem
 
-HISTORY = "history.json"  # every epoch reported so far: the driver reads it, not the .pt files
 CHECKPOINT_FILES = ("last.pt", "best.pt", HISTORY)
 
 
@@ -62,15 +62,16 @@ def run_trial(params: dict[str, Any], setup: TrialSetup) -> None:
         run = run.replace("train", device="cpu")
     trainer = TorchTrainer(
         train_worker,
-        train_loop_config={"run": run.to_dict(), "dataset": setup.dataset},
+        train_loop_config={"run": run.to_dict(), "dataset": setup.dataset, "storage": setup.storage,
+                           "trial_id": trial_id},
         scaling_config=ray.train.ScalingConfig(
             num_workers=setup.plan.workers, use_gpu=setup.plan.gpus_per_worker > 0,
             resources_per_worker=setup.plan.worker_resources()),
         run_config=ray.train.RunConfig(
             name=trial_id, storage_path=setup.storage, callbacks=[TuneReportCallback()],
             failure_config=ray.train.FailureConfig(max_failures=setup.max_failures),
-            # The newest two: a trial the scheduler stops may write one more before it is killed, and the
-            # driver reads the one it stopped on (tuning/trial_files.py: final_checkpoint).
+            # The newest two: a trial the scheduler stops may write more before it is killed; the driver
+            # reads the history of the one it stopped on, its best.pt from the snapshots (tuning/trial_files.py).
             checkpoint_config=ray.train.CheckpointConfig(num_to_keep=2)),
     )
     trainer.fit()
@@ -81,6 +82,8 @@ def train_worker(config: dict[str, Any]) -> None:
     run = TrainingRecipe.from_dict(config["run"])
     data = ray.get(config["dataset"])  # zero-copy views of the object store's arrays
     rank = ray.train.get_context().get_world_rank()
+    storage, trial_id = config.get("storage"), config.get("trial_id")
+    fs = storage_filesystem(storage) if storage and rank == 0 else None
     local = Path(tempfile.mkdtemp(prefix="mamba-tune-trial-"))
     try:
         resume = _restore_latest(local)
@@ -91,6 +94,8 @@ def train_worker(config: dict[str, Any]) -> None:
             history.append(metrics)
             if keep:
                 write_text_atomic(local / HISTORY, json.dumps(history))
+            if keep and fs is not None and metrics["best_epoch"] == metrics["epoch"]:  # before the driver hears of it
+                save_best_snapshot(fs, local / "best.pt", storage, trial_id, metrics["epoch"])
             ray.train.report(metrics, checkpoint=ray.train.Checkpoint.from_directory(local) if keep else None)
 
         reported_before = len(history)

@@ -1,4 +1,10 @@
-"""The driver's view of a trial's latest Ray Train checkpoint: its epoch history and its best.pt.
+"""A trial's files in the sweep's train storage, as the driver and the trial's workers see them.
+
+    train/<trial id>/checkpoint_<time>/   Ray Train's checkpoints (last.pt, best.pt, history.json);
+                                          Train keeps the newest two
+    train/<trial id>/best/epoch_<k>.pt    the best.pt of each epoch k that improved on the best so far:
+                                          Train never deletes these, the driver does once it has staged
+                                          the one the trial's ledger record names
 
 A result's `checkpoint_path` names the checkpoint folder in the sweep's storage: a local path,
 or a path inside the storage's filesystem (s3://bucket/... gives bucket/...).
@@ -14,7 +20,9 @@ from typing import Any
 import pyarrow.fs
 
 from tuning.sweep_files import is_uri
-from tuning.trainable import HISTORY
+
+HISTORY = "history.json"  # every epoch reported so far: the driver reads it, not the .pt files
+BEST_SNAPSHOTS = "best"
 
 
 def storage_filesystem(storage: str) -> pyarrow.fs.FileSystem:
@@ -37,11 +45,23 @@ def read_history(fs: pyarrow.fs.FileSystem, checkpoint: str | None) -> list[dict
 
 def copy_file(fs: pyarrow.fs.FileSystem, checkpoint: str | None, name: str, dest: Path) -> Path | None:
     """Copy checkpoint/name to `dest`; None when the checkpoint or the file is missing."""
-    if checkpoint is None:
-        return None
+    return None if checkpoint is None else _copy(fs, f"{checkpoint}/{name}", dest)
+
+
+def stage_best(fs: pyarrow.fs.FileSystem, train_storage: str, trial_id: str, best_epoch: int,
+               checkpoint: str | None, dest: Path) -> Path | None:
+    """Copy the best.pt of a trial's record (its best epoch's snapshot) to `dest`; None when there is none.
+
+    A sweep started before snapshots existed has none: the checkpoint's best.pt stands in for it.
+    """
+    staged = _copy(fs, best_snapshot(train_storage, trial_id, best_epoch), dest)
+    return staged if staged is not None else copy_file(fs, checkpoint, "best.pt", dest)
+
+
+def _copy(fs: pyarrow.fs.FileSystem, path: str, dest: Path) -> Path | None:
     dest.parent.mkdir(parents=True, exist_ok=True)
     try:
-        with fs.open_input_stream(f"{checkpoint}/{name}") as stream, open(dest, "wb") as out:
+        with fs.open_input_stream(path) as stream, open(dest, "wb") as out:
             shutil.copyfileobj(stream, out)
     except (FileNotFoundError, OSError):
         dest.unlink(missing_ok=True)
@@ -60,6 +80,39 @@ def staged_best(staging: Path, trial_id: str) -> Path:
     return staging / trial_id / "best.pt"
 
 
+def best_snapshot(train_storage: str, trial_id: str, epoch: int) -> str:
+    """The path, inside the storage's filesystem, of a trial's best.pt as it was saved at `epoch`.
+
+    A trial the scheduler stops runs on until its actor is killed: it may improve and write newer
+    checkpoints, and Ray Train deletes the one it stopped on. Its record's best epoch stays here.
+    """
+    return f"{_trial_folder(train_storage, trial_id)}/{BEST_SNAPSHOTS}/epoch_{epoch}.pt"
+
+
+def save_best_snapshot(fs: pyarrow.fs.FileSystem, best: Path, train_storage: str, trial_id: str, epoch: int) -> None:
+    """Copy a worker's best.pt of `epoch` to its snapshot path (written whole, then moved into place)."""
+    path = best_snapshot(train_storage, trial_id, epoch)
+    fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
+    with open(best, "rb") as source, fs.open_output_stream(f"{path}.partial") as out:
+        shutil.copyfileobj(source, out)
+    fs.move(f"{path}.partial", path)
+
+
+def prune_best_snapshots(fs: pyarrow.fs.FileSystem, train_storage: str, trial_id: str, before_epoch: int) -> None:
+    """Delete the snapshots of epochs before `before_epoch` (a result the driver has taken bettered them)."""
+    for epoch, path in _snapshots(fs, train_storage, trial_id):
+        if epoch < before_epoch:
+            _delete_quietly(fs, path)
+
+
+def remove_best_snapshots(fs: pyarrow.fs.FileSystem, train_storage: str, trial_id: str) -> None:
+    """Delete a trial's snapshot folder (its record's best.pt has been staged)."""
+    try:
+        fs.delete_dir(f"{_trial_folder(train_storage, trial_id)}/{BEST_SNAPSHOTS}")
+    except (FileNotFoundError, OSError):
+        pass
+
+
 def final_checkpoint(fs: pyarrow.fs.FileSystem, named: str | None, train_storage: str, trial_id: str,
                      stop_epoch: int) -> tuple[str | None, list[dict[str, Any]]]:
     """The checkpoint a trial ended on and its history up to `stop_epoch`; (None, []) when none is left.
@@ -67,7 +120,8 @@ def final_checkpoint(fs: pyarrow.fs.FileSystem, named: str | None, train_storage
     `named` is the checkpoint its last result named. Ray Train may have replaced it since: a trial
     stopped by the scheduler runs on until its actor is killed, and Train keeps only the newest
     checkpoints. Then the newest one kept that goes no further than `stop_epoch` is taken (or the
-    oldest one kept, cut to `stop_epoch`); a resumed trial with nothing left to run names none.
+    oldest one kept, cut to `stop_epoch`: its history is right, its best.pt may not be, which is why
+    the record's best.pt comes from the snapshots); a resumed trial with nothing left to run names none.
     """
     candidates = [named] if named else []
     candidates += [c for c in reversed(_checkpoints(fs, train_storage, trial_id)) if c != named]
@@ -78,12 +132,36 @@ def final_checkpoint(fs: pyarrow.fs.FileSystem, named: str | None, train_storage
     return checkpoint, [m for m in history if m["epoch"] <= stop_epoch]
 
 
+def _trial_folder(train_storage: str, trial_id: str) -> str:
+    base = train_storage.split("://", 1)[1] if is_uri(train_storage) else train_storage
+    return f"{base.rstrip('/')}/{trial_id}"
+
+
 def _checkpoints(fs: pyarrow.fs.FileSystem, train_storage: str, trial_id: str) -> list[str]:
     """The checkpoint folders Ray Train kept for a trial, oldest first (their names sort by time)."""
-    base = train_storage.split("://", 1)[1] if is_uri(train_storage) else train_storage
+    return sorted(e.path for e in _entries(fs, _trial_folder(train_storage, trial_id))
+                  if e.type == pyarrow.fs.FileType.Directory and e.base_name.startswith("checkpoint_"))
+
+
+def _snapshots(fs: pyarrow.fs.FileSystem, train_storage: str, trial_id: str) -> list[tuple[int, str]]:
+    """(epoch, path) of each best.pt snapshot a trial has written."""
+    found = []
+    for entry in _entries(fs, f"{_trial_folder(train_storage, trial_id)}/{BEST_SNAPSHOTS}"):
+        stem = entry.base_name.removeprefix("epoch_").removesuffix(".pt")
+        if entry.type == pyarrow.fs.FileType.File and entry.base_name.endswith(".pt") and stem.isdigit():
+            found.append((int(stem), entry.path))
+    return found
+
+
+def _entries(fs: pyarrow.fs.FileSystem, folder: str) -> list[pyarrow.fs.FileInfo]:
     try:
-        entries = fs.get_file_info(pyarrow.fs.FileSelector(f"{base.rstrip('/')}/{trial_id}"))
+        return fs.get_file_info(pyarrow.fs.FileSelector(folder))
     except (FileNotFoundError, OSError):
         return []
-    return sorted(e.path for e in entries if e.type == pyarrow.fs.FileType.Directory
-                  and e.base_name.startswith("checkpoint_"))
+
+
+def _delete_quietly(fs: pyarrow.fs.FileSystem, path: str) -> None:
+    try:
+        fs.delete_file(path)
+    except (FileNotFoundError, OSError):
+        pass

@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 from ray.job_submission import JobStatus, JobSubmissionClient
 
+from tests.cli import ROOT, assert_one_line_error, cli_command, run_cli
 from tests.cluster.conftest import TRIAL_SLOT
-from tests.tuning.conftest import ROOT, assert_one_line_error
 from tests.tuning.mlflow_layout import assert_sweep_logged
-from tests.tuning.sweeps import SPACE, ledger, run, sweep_command, write_space
+from tests.tuning.sweeps import SPACE, ledger, write_space
 from tuning.sweep_files import LEDGER
 
 pytestmark = pytest.mark.integration
@@ -28,7 +28,7 @@ RESOURCES = {"workers": 1, "cpus_per_worker": 1, "custom": {TRIAL_SLOT: 1}}
 
 def submit(cluster, *args: str) -> tuple[JobSubmissionClient, str]:
     """`mamba-tune ARGS` as a Ray job, the way `ray job submit -- mamba-tune ...` sends it."""
-    job = cluster.submit(f"cd {shlex.quote(str(ROOT))} && {shlex.join(sweep_command(*args))}")
+    job = cluster.submit(f"cd {shlex.quote(str(ROOT))} && {shlex.join(cli_command(*args))}")
     return JobSubmissionClient(cluster.dashboard), job
 
 
@@ -62,7 +62,7 @@ def running_on_a_checkpoint(storage: Path) -> str | None:
 
 
 def test_doctor_reports_each_node_the_shared_storage_and_the_tracking_server(cluster, tracking_server, tmp_path):
-    done = run("doctor", "--address", cluster.address, "--storage", tmp_path / "shared",
+    done = run_cli("doctor", "--address", cluster.address, "--storage", tmp_path / "shared",
                "--tracking-uri", tracking_server.url)
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()
@@ -100,12 +100,12 @@ def test_a_folder_one_node_cannot_see_is_refused_as_storage(cluster, bars, tmp_p
     local.mkdir()
     cluster.add_node("blind", cpus=1, hidden=local)  # this node sees `local` as an empty tmpfs of its own
     try:
-        done = run("sweep", "--data", bars, "--space", write_space(tmp_path, resources=RESOURCES),
+        done = run_cli("sweep", "--data", bars, "--space", write_space(tmp_path, resources=RESOURCES),
                    "--storage", local, "--address", cluster.address, timeout=300)
         assert_one_line_error(done, f"--storage {local}: a folder not every node sees: 1 of the cluster's 3 nodes "
                                     "cannot see it (")
         assert list(local.iterdir()) == []  # nothing written
-        doctor = run("doctor", "--address", cluster.address, "--storage", local, timeout=300)
+        doctor = run_cli("doctor", "--address", cluster.address, "--storage", local, timeout=300)
         assert doctor.returncode == 1 and f"  FAIL  storage {local}: a folder not every node sees" in doctor.stdout
     finally:
         cluster.kill_node("blind")

@@ -14,6 +14,7 @@ from model.bars import DataError, read_bars
 from model.data import DataConfig, Dataset, load_dataset
 from model.features import FEATURE_NAMES, TARGETS, bar_features, target_and_persistence
 from model.synth import synth_bars
+from tests.bars import write_bars
 
 N_BARS = 3000
 CONFIG = DataConfig(window=32, horizon=6, target="volatility", val_fraction=0.2, min_val_samples=32)
@@ -24,7 +25,7 @@ def as_tensor(array):
 
 
 def write_synth(path, n=N_BARS, seed=0):
-    pq.write_table(synth_bars(n, seed), path)
+    write_bars(path, n, seed=seed)
     return path
 
 
@@ -320,7 +321,7 @@ def test_dataset_shared_read_only_gives_the_same_batches(tmp_path):
     import warnings
 
     path = tmp_path / "bars.parquet"
-    pq.write_table(synth_bars(800, seed=2), path)
+    write_bars(path, 800, seed=2)
     data = load_dataset(path, DataConfig(window=16, horizon=4))
     shared = pickle.loads(pickle.dumps(data))
     for array in (shared.features, shared.targets):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 
-import pyarrow.parquet as pq
 import pytest
 import torch
 
@@ -14,9 +13,9 @@ from model.config import ModelConfig
 from model.data import DataConfig, load_dataset
 from model.forecaster import Forecaster
 from model.schedule import lr_factor
-from model.synth import synth_bars
 from model.train import ResumeMismatch, TrainConfig, fit
 from model.training import evaluate, weight_decay_groups
+from tests.bars import write_bars
 
 SMALL_MODEL = ModelConfig(d_model=32, n_layers=2, d_state=16, headdim=16, chunk_size=16)
 FAST = TrainConfig(epochs=2, batch_size=64, lr=3e-3, weight_decay=0.01, warmup_fraction=0.1)
@@ -141,7 +140,7 @@ def test_fit_is_deterministic_on_cpu(small_data):
 
 def test_fit_short_run_on_synthetic_bars_beats_persistence(tmp_path):
     path = tmp_path / "bars.parquet"
-    pq.write_table(synth_bars(8000, seed=0), path)
+    write_bars(path, 8000, seed=0)
     data = load_dataset(path, DataConfig(window=64, horizon=12))
     result = fit(TrainConfig(epochs=3, batch_size=128, lr=3e-3, weight_decay=0.01), SMALL_MODEL, data)
     assert result.status == "completed"
@@ -223,7 +222,7 @@ def test_fit_best_checkpoint_holds_the_best_epoch(small_data, tmp_path):
 def test_fit_refuses_to_resume_on_other_data(small_data, tmp_path):
     fit(TrainConfig(epochs=1, batch_size=64), SMALL_MODEL, small_data, checkpoint_dir=tmp_path)
     path = tmp_path / "other.parquet"
-    pq.write_table(synth_bars(1500, seed=9), path)
+    write_bars(path, 1500, seed=9)
     other = load_dataset(path, DataConfig(window=32, horizon=6))
     with pytest.raises(ResumeMismatch, match="was trained with other data"):
         fit(TrainConfig(epochs=1, batch_size=64), SMALL_MODEL, other, checkpoint_dir=tmp_path, resume=True)

@@ -3,26 +3,19 @@
 from __future__ import annotations
 
 import os
-import socket
 
-import pyarrow.parquet as pq
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from model.config import ModelConfig
 from model.data import DataConfig, load_dataset
-from model.synth import synth_bars
 from model.train import TrainConfig, fit
+from tests.bars import write_bars
+from tests.cli import free_port
 
 SMALL_MODEL = ModelConfig(d_model=16, n_layers=1, d_state=16, headdim=8, chunk_size=16)
 CONFIG = TrainConfig(epochs=2, batch_size=50, lr=3e-3, weight_decay=0.01, micro_batch_size=8)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _worker(rank: int, world: int, port: int, path: str, out: str) -> None:
@@ -41,11 +34,11 @@ def _worker(rank: int, world: int, port: int, path: str, out: str) -> None:
 
 def test_fit_on_two_processes_matches_one_process(tmp_path):
     path = tmp_path / "bars.parquet"
-    pq.write_table(synth_bars(800, seed=5), path)
+    write_bars(path, 800, seed=5)
     torch.set_num_threads(1)
     single = fit(CONFIG, SMALL_MODEL, load_dataset(path, DataConfig(window=16, horizon=4)))
     expected = torch.tensor([[m["train_loss"], m["val_loss"]] for m in single.history], dtype=torch.float64)
     out = tmp_path / "two.pt"
-    mp.spawn(_worker, args=(2, _free_port(), str(path), str(out)), nprocs=2, join=True)
+    mp.spawn(_worker, args=(2, free_port(), str(path), str(out)), nprocs=2, join=True)
     # 620 training samples in batches of 50: the last, smaller batch splits over both processes too
     torch.testing.assert_close(torch.tensor(torch.load(out), dtype=torch.float64), expected, rtol=1e-4, atol=1e-6)

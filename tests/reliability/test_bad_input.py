@@ -15,9 +15,9 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
+from tests.cli import assert_one_line_error, run_cli
 from tests.model.test_bars import bar_columns, write_bars
-from tests.tuning.conftest import assert_one_line_error
-from tests.tuning.sweeps import SPACE, run, write_space
+from tests.tuning.sweeps import SPACE, write_space
 
 ROW = 7
 
@@ -96,7 +96,7 @@ def test_bad_data_is_one_line_exit_2_and_writes_nothing(case, tmp_path):
     path = tmp_path / "bars.parquet"
     if write is not None:
         write(path)
-    done = run("sweep", "--data", path, "--space", write_space(tmp_path), "--storage", tmp_path / "sweeps",
+    done = run_cli("sweep", "--data", path, "--space", write_space(tmp_path), "--storage", tmp_path / "sweeps",
                timeout=120)
     assert_one_line_error(done, message.format(path=path))
     assert not (tmp_path / "sweeps").exists()
@@ -124,14 +124,14 @@ def test_bad_search_space_is_one_line_exit_2_and_writes_nothing(case, bars, tmp_
         space.write_text(change)
     else:
         space.write_text(yaml.safe_dump({**json.loads(json.dumps(SPACE)), **change}))
-    done = run("sweep", "--data", bars, "--space", space, "--storage", tmp_path / "sweeps", timeout=120)
+    done = run_cli("sweep", "--data", bars, "--space", space, "--storage", tmp_path / "sweeps", timeout=120)
     assert_one_line_error(done, f"{space}: ")
     assert message in done.stderr and not (tmp_path / "sweeps").exists()
 
 
 def test_resume_and_best_of_an_unknown_sweep_are_one_line_exit_2(tmp_path):
     for command in ("resume", "best"):
-        done = run(command, "nope", "--storage", tmp_path / "sweeps", timeout=120)
+        done = run_cli(command, "nope", "--storage", tmp_path / "sweeps", timeout=120)
         assert_one_line_error(done, "no sweep named 'nope' in ")
 
 
@@ -147,6 +147,6 @@ def test_best_before_any_trial_finished_is_one_line_exit_2(bars, tmp_path):
     paths.folder.mkdir(parents=True)
     write_manifest(paths, bars, yaml.safe_load(space_file.read_text()), 5, load_dataset(bars, space.run.data),
                    "sqlite:///unused.db")
-    done = run("best", "t", "--storage", tmp_path / "sweeps", timeout=120)
+    done = run_cli("best", "t", "--storage", tmp_path / "sweeps", timeout=120)
     assert_one_line_error(done, "sweep 't' has no completed trial yet (0 finished, none ran all 4 epochs); resume it")
     assert sorted(p.name for p in paths.folder.iterdir()) == ["sweep.json"]  # no best.yaml written

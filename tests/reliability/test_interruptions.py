@@ -14,9 +14,10 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
+from tests.cli import run_cli
 from tests.processes import process_tree, wait_gone
 from tests.tuning.mlflow_layout import assert_sweep_logged
-from tests.tuning.sweeps import SPACE, ledger, run, start_after_first_trial, write_space
+from tests.tuning.sweeps import SPACE, ledger, start_after_first_trial, write_space
 
 pytestmark = pytest.mark.integration
 
@@ -39,7 +40,7 @@ def test_a_sweep_whose_driver_is_stopped_mid_sweep_is_finished_by_resume(stop, b
     assert 1 <= len(before) < 4
     checkpoints = {k: sorted(p.name for p in (storage / "t" / "train" / k).glob("checkpoint_*")) for k in before}
 
-    resumed = run("resume", "t", "--storage", storage)  # logs to the sweep's own server (sweep.json)
+    resumed = run_cli("resume", "t", "--storage", storage)  # logs to the sweep's own server (sweep.json)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     after = ledger(storage / "t")
     assert len(after) == 4 and all(after[k] == record for k, record in before.items())  # finished ones kept
@@ -52,6 +53,6 @@ def test_a_sweep_whose_driver_is_stopped_mid_sweep_is_finished_by_resume(stop, b
     assert all(t.state == TrialState.FAIL for t in lost) and all(t.state != TrialState.RUNNING for t in kept)
     assert not lost or stop == signal.SIGKILL  # only a killed driver can lose a trial Ray Tune had not saved
 
-    again = run("resume", "t", "--storage", storage)
+    again = run_cli("resume", "t", "--storage", storage)
     assert again.returncode == 0 and "nothing to resume" in again.stdout
     assert_sweep_logged(mlflow_server.url, "t", after, tmp_path, lost_allowed=stop == signal.SIGKILL)  # each once

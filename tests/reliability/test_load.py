@@ -11,8 +11,9 @@ import pytest
 from ray._private.utils import get_num_cpus
 from ray.tune import ExperimentAnalysis
 
+from tests.cli import run_cli
 from tests.tuning.mlflow_layout import assert_sweep_logged
-from tests.tuning.sweeps import ledger, run, write_space
+from tests.tuning.sweeps import ledger, write_space
 from tuning.searcher import STATES
 
 pytestmark = [pytest.mark.integration, pytest.mark.load]
@@ -30,7 +31,7 @@ def test_64_tiny_trials_with_every_core_busy_are_each_accounted_for_once(bars, t
     cores = get_num_cpus()  # as the local Ray counts them (CPU affinity and cgroup quotas included)
     space = write_space(tmp_path, **LOAD_SPACE)
     storage = tmp_path / "sweeps"
-    done = run("sweep", "--data", bars, "--space", space, "--storage", storage, "--trials", str(TRIALS),
+    done = run_cli("sweep", "--data", bars, "--space", space, "--storage", storage, "--trials", str(TRIALS),
                "--tracking-uri", mlflow_server.url, timeout=2300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert f"{TRIALS} trials, {cores} trial(s) at once, each 1 worker(s) of 1 CPU" in done.stdout

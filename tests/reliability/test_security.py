@@ -10,9 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.tuning.conftest import ROOT
+from tests.cli import ROOT, cli_command, cli_env
 from tests.tuning.mlflow_server import free_port
-from tests.tuning.sweeps import sweep_command
 
 KEY_LIKE = re.compile(
     r"AKIA[0-9A-Z]{16}"  # AWS access key id
@@ -65,8 +64,9 @@ def test_the_mlflow_ui_listens_on_this_machine_only_by_default(tmp_path):
 
     store, port = f"sqlite:///{tmp_path / 'mlflow.db'}", free_port()
     MlflowClient(store).search_experiments()  # makes the store
-    process = subprocess.Popen(sweep_command("ui", "--tracking-uri", store,
-                                             "--port", port), stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    process = subprocess.Popen(cli_command("ui", "--tracking-uri", store,
+                                             "--port", port), stdout=subprocess.PIPE, text=True, cwd=ROOT,
+                               env=cli_env())
     try:
         deadline = time.monotonic() + 120
         while not _listening(port) and time.monotonic() < deadline and process.poll() is None:

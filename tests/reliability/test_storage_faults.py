@@ -15,8 +15,8 @@ import sys
 
 import pytest
 
-from tests.tuning.conftest import ROOT, assert_one_line_error
-from tests.tuning.sweeps import run, sweep_command, write_space
+from tests.cli import ROOT, assert_one_line_error, cli_command, run_cli
+from tests.tuning.sweeps import write_space
 
 pytestmark = pytest.mark.integration
 NEEDS_ROOT = pytest.mark.skipif(os.geteuid() != 0, reason="mounts a file system: needs root (CI runs as root)")
@@ -36,7 +36,7 @@ def in_namespace(setup: str, command: list[str], then: str = "") -> subprocess.C
 def test_storage_under_a_file_is_one_line_exit_2_before_anything_starts(bars, tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("kept")
-    done = run("sweep", "--data", bars, "--space", write_space(tmp_path), "--storage", blocker / "sweeps", timeout=120)
+    done = run_cli("sweep", "--data", bars, "--space", write_space(tmp_path), "--storage", blocker / "sweeps", timeout=120)
     assert_one_line_error(done, f"--storage {blocker / 'sweeps'}: {blocker} is a file, not a folder; choose another")
     assert blocker.read_text() == "kept"
 
@@ -48,7 +48,7 @@ def test_storage_on_a_read_only_file_system_is_one_line_exit_2_and_what_is_there
     (shared / "other" / "results.json").write_text('{"kept": true}')
     folder = shlex.quote(str(shared))
     done = in_namespace(f"mount --bind {folder} {folder}; mount -o remount,bind,ro {folder}",
-                        sweep_command("sweep", "--data", bars, "--space", write_space(tmp_path),
+                        cli_command("sweep", "--data", bars, "--space", write_space(tmp_path),
                                       "--storage", shared / "sweeps"))
     assert_one_line_error(done, f"--storage {shared / 'sweeps'}: {shared} is not writable (permissions or a "
                                 "read-only file system); choose another --storage")
@@ -69,7 +69,7 @@ def test_a_disk_that_fills_during_training_keeps_the_last_checkpoint_valid(bars,
                            f"print(json.dumps({{'epoch': c['epoch'], 'files': sorted(os.listdir({str(out)!r}))}}))")
              + ";")
     done = in_namespace(f"mount -t tmpfs -o size=128k mt-small-disk {shlex.quote(str(disk))}",
-                        sweep_command("train", "--data", bars, "--config", config, "--out", out), then=check)
+                        cli_command("train", "--data", bars, "--config", config, "--out", out), then=check)
     assert done.returncode == 1, done.stdout + done.stderr
     error = done.stderr.strip().splitlines()
     assert len(error) == 1 and "Traceback" not in done.stderr, done.stderr

@@ -6,15 +6,13 @@ password), and none of them may reach the sweep's files, its MLflow store or its
 
 from __future__ import annotations
 
-import os
-import subprocess
 import time
 
 import pytest
 
-from tests.tuning.conftest import ROOT
+from tests.cli import cli_env, run_cli
 from tests.tuning.mlflow_layout import assert_sweep_logged
-from tests.tuning.sweeps import SPACE, ledger, run, start_after_first_trial, sweep_command, write_space
+from tests.tuning.sweeps import SPACE, ledger, start_after_first_trial, write_space
 
 pytestmark = pytest.mark.integration
 # AdamW with beta2 = 0 and no clipping divides each step by the current gradient alone, so a weight
@@ -41,9 +39,8 @@ FAKE_SECRETS = {"AWS_ACCESS_KEY_ID": "AKIA" + "FAKEFAKEFAKE1234",  # split: the 
 def diverging_sweep(bars, tmp_path_factory):
     folder = tmp_path_factory.mktemp("diverging")
     storage, store = folder / "sweeps", folder / "mlflow" / "mlflow.db"
-    done = subprocess.run(sweep_command("sweep", "--data", bars, "--space", write_space(folder, **DIVERGING),
-                                        "--storage", storage, "--tracking-uri", f"sqlite:///{store}"),
-                          capture_output=True, text=True, timeout=900, cwd=ROOT, env={**os.environ, **FAKE_SECRETS})
+    done = run_cli("sweep", "--data", bars, "--space", write_space(folder, **DIVERGING), "--storage", storage,
+                   "--tracking-uri", f"sqlite:///{store}", env=cli_env(**FAKE_SECRETS))
     return folder, storage, store, done
 
 
@@ -54,7 +51,7 @@ def test_a_diverging_trial_stops_at_once_as_nan_and_never_becomes_the_best(diver
     by_lr = {r["params"]["learning_rate"]: r for r in records.values()}
     assert (by_lr[DIVERGING_LR]["stop_reason"], by_lr[DIVERGING_LR]["stop_epoch"]) == ("nan", 1)  # the first epoch
     assert by_lr[HEALTHY_LR]["stop_reason"] == "completed"  # the sweep went on
-    best = run("best", "t", "--storage", storage, "--out", tmp_path / "best.yaml")
+    best = run_cli("best", "t", "--storage", storage, "--out", tmp_path / "best.yaml")
     assert best.returncode == 0 and f"lr {HEALTHY_LR:.3g}," in best.stdout, best.stdout + best.stderr
     assert_sweep_logged(f"sqlite:///{store}", "t", records, tmp_path)  # the diverged run FAILED, the other FINISHED
 

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli import ROOT, cli_command, cli_env
 from tests.processes import process_tree
-from tests.tuning.conftest import ROOT
 from tests.tuning.mlflow_layout import assert_sweep_logged
-from tests.tuning.sweeps import SPACE, ledger, sweep_command, write_space
+from tests.tuning.sweeps import SPACE, ledger, write_space
 
 pytestmark = pytest.mark.integration
 
@@ -28,9 +28,9 @@ def test_a_killed_worker_resumes_its_trial_from_the_last_checkpoint_counting_eac
     storage = tmp_path / "sweeps"
     space = write_space(tmp_path, trials=1, initial=SPACE["initial"][:1], scheduler={"max_epochs": 40})
     store = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    process = subprocess.Popen(sweep_command("sweep", "--data", bars, "--space", space, "--storage", storage,
+    process = subprocess.Popen(cli_command("sweep", "--data", bars, "--space", space, "--storage", storage,
                                              "--tracking-uri", store),
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=cli_env())
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and process.poll() is None:  # until a few epochs are checkpointed
         if any((storage / "t" / "train").glob("*/checkpoint_*")):

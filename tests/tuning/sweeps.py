@@ -1,16 +1,15 @@
-"""Driving `mamba-tune sweep` in tests: a small space that shows every way a trial ends, and the CLI."""
+"""Sweeps in tests: a small space that shows every way a trial ends (run it with tests/cli.py)."""
 
 from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import yaml
 
-from tests.tuning.conftest import ROOT
+from tests.cli import ROOT, cli_command, cli_env
 from tuning.sweep_files import LEDGER
 
 # Built to show every way a trial ends: the initial points run first, in order. The first
@@ -48,14 +47,6 @@ def write_space(folder: Path, **changes) -> Path:
     return path
 
 
-def sweep_command(*args: str) -> list[str]:
-    return [sys.executable, "-m", "tuning.cli", *map(str, args)]
-
-
-def run(*args: str, timeout: int = 900) -> subprocess.CompletedProcess:
-    return subprocess.run(sweep_command(*args), capture_output=True, text=True, timeout=timeout, cwd=ROOT)
-
-
 def ledger(folder: Path) -> dict[str, dict]:
     return {r["trial_id"]: r for r in json.loads((folder / "trials.json").read_text())}
 
@@ -63,8 +54,8 @@ def ledger(folder: Path) -> dict[str, dict]:
 def start_after_first_trial(*args: str, timeout_s: float = 600) -> subprocess.Popen:
     """`mamba-tune sweep ARGS` (with --storage) in the background, returned once its first trial has ended."""
     storage = Path(args[list(args).index("--storage") + 1])
-    process = subprocess.Popen(sweep_command("sweep", *args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True, cwd=ROOT)
+    process = subprocess.Popen(cli_command("sweep", *args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, cwd=ROOT, env=cli_env())
     deadline = time.monotonic() + timeout_s
     while not (storage / "t" / LEDGER).exists() and process.poll() is None and time.monotonic() < deadline:
         time.sleep(0.5)

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from tests.tuning.conftest import assert_one_line_error
+from tests.cli import assert_one_line_error, run_cli
 
 
-def test_cli_model_summarises_the_default_forecaster(run_cli):
+def test_cli_model_summarises_the_default_forecaster():
     done = run_cli("model")
     assert done.returncode == 0, done.stderr
     assert "4 Mamba-2 layers, d_model 128, d_inner 256, 8 heads x 32, d_state 64" in done.stdout
     assert "backend here: torch" in done.stdout
 
 
-def test_cli_model_applies_overrides(run_cli):
+def test_cli_model_applies_overrides():
     done = run_cli("model", "--set", "d_model=64", "--set", "n_layers=2")
     assert done.returncode == 0, done.stderr
     assert "2 Mamba-2 layers, d_model 64, d_inner 128, 4 heads x 32" in done.stdout
@@ -32,5 +32,5 @@ def test_cli_model_applies_overrides(run_cli):
         (["model", "--set", "backend=mamba_ssm"], "error: backend 'mamba_ssm' cannot run: importing mamba_ssm"),
     ],
 )
-def test_cli_bad_input_is_one_line_exit_2(run_cli, args, match):
+def test_cli_bad_input_is_one_line_exit_2(args, match):
     assert_one_line_error(run_cli(*args), match.removeprefix("error: "))

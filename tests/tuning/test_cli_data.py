@@ -6,10 +6,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from model.bars import read_bars
-from tests.tuning.conftest import assert_one_line_error
+from tests.cli import assert_one_line_error, run_cli
 
 
-def test_cli_data_synth_writes_bars_that_validate(run_cli, tmp_path):
+def test_cli_data_synth_writes_bars_that_validate(tmp_path):
     out = tmp_path / "bars.parquet"
     done = run_cli("data", "synth", "--out", out, "--bars", "500", "--seed", "7")
     assert done.returncode == 0, done.stderr
@@ -17,7 +17,7 @@ def test_cli_data_synth_writes_bars_that_validate(run_cli, tmp_path):
     assert len(read_bars(out)) == 500
 
 
-def test_cli_data_synth_never_overwrites_without_force(run_cli, tmp_path):
+def test_cli_data_synth_never_overwrites_without_force(tmp_path):
     out = tmp_path / "bars.parquet"
     out.write_bytes(b"precious")
     assert_one_line_error(run_cli("data", "synth", "--out", out), f"{out} exists, an existing file is never overwritten")
@@ -26,7 +26,7 @@ def test_cli_data_synth_never_overwrites_without_force(run_cli, tmp_path):
     assert pq.read_metadata(out).num_rows == 300
 
 
-def test_cli_data_sp500_writes_the_real_daily_bars(run_cli, tmp_path):
+def test_cli_data_sp500_writes_the_real_daily_bars(tmp_path):
     out = tmp_path / "sp500.parquet"
     done = run_cli("data", "sp500", "--out", out)
     assert done.returncode == 0, done.stderr
@@ -35,7 +35,7 @@ def test_cli_data_sp500_writes_the_real_daily_bars(run_cli, tmp_path):
     assert 1200 < bars.close[0] < 1300  # 1999-01-04
 
 
-def test_cli_data_check_summarises_a_file(run_cli, tmp_path):
+def test_cli_data_check_summarises_a_file(tmp_path):
     out = tmp_path / "bars.parquet"
     run_cli("data", "synth", "--out", out, "--bars", "250")
     done = run_cli("data", "check", out)
@@ -46,7 +46,7 @@ def test_cli_data_check_summarises_a_file(run_cli, tmp_path):
     assert "gaps          2 longer than 1.5 intervals" in done.stdout  # two overnight breaks in 250 bars
 
 
-def test_cli_data_check_maps_columns(run_cli, tmp_path):
+def test_cli_data_check_maps_columns(tmp_path):
     run_cli("data", "synth", "--out", tmp_path / "a.parquet", "--bars", "100")
     table = pq.read_table(tmp_path / "a.parquet")
     pq.write_table(table.rename_columns(["ts_event", "open", "high", "low", "close", "volume"]), tmp_path / "b.parquet")
@@ -62,14 +62,14 @@ def test_cli_data_check_maps_columns(run_cli, tmp_path):
         (b"not,a,parquet\n1,2,3\n", "not a Parquet file"),
     ],
 )
-def test_cli_data_check_bad_file_is_one_line_exit_2(run_cli, tmp_path, content, match):
+def test_cli_data_check_bad_file_is_one_line_exit_2(tmp_path, content, match):
     path = tmp_path / "in.parquet"
     if content is not None:
         path.write_bytes(content)
     assert_one_line_error(run_cli("data", "check", path), f"{path}: {match}")
 
 
-def test_cli_data_check_reports_the_first_bad_row(run_cli, tmp_path):
+def test_cli_data_check_reports_the_first_bad_row(tmp_path):
     out = tmp_path / "bars.parquet"
     run_cli("data", "synth", "--out", out, "--bars", "100")
     table = pq.read_table(out)
@@ -79,7 +79,7 @@ def test_cli_data_check_reports_the_first_bad_row(run_cli, tmp_path):
     assert_one_line_error(run_cli("data", "check", out), f"{out}: column 'high' at row 41 is below low")
 
 
-def test_cli_data_synth_out_under_a_file_is_one_line_exit_2(run_cli, tmp_path):
+def test_cli_data_synth_out_under_a_file_is_one_line_exit_2(tmp_path):
     (tmp_path / "file").write_text("x")
     assert_one_line_error(run_cli("data", "synth", "--out", tmp_path / "file" / "bars.parquet"),
                           f"--out {tmp_path / 'file' / 'bars.parquet'}: a parent of it is a file")

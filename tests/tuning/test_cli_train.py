@@ -8,7 +8,7 @@ import pytest
 import torch
 import yaml
 
-from tests.tuning.conftest import assert_one_line_error
+from tests.cli import assert_one_line_error, run_cli
 from tuning.recipe import TrainingRecipe
 
 SMALL = {
@@ -21,19 +21,15 @@ SMALL = {
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory):
     """A folder with bars.parquet and small.yaml, made through the CLI."""
-    import subprocess
-    import sys
 
-    from tests.tuning.conftest import ROOT
 
     folder = tmp_path_factory.mktemp("train")
-    subprocess.run([sys.executable, "-m", "tuning.cli", "data", "synth", "--out", str(folder / "bars.parquet"),
-                    "--bars", "1500"], check=True, cwd=ROOT, capture_output=True)
+    assert run_cli("data", "synth", "--out", folder / "bars.parquet", "--bars", "1500").returncode == 0
     (folder / "small.yaml").write_text(yaml.safe_dump(SMALL))
     return folder
 
 
-def test_cli_train_writes_config_metrics_and_checkpoints(run_cli, workspace):
+def test_cli_train_writes_config_metrics_and_checkpoints(workspace):
     out = workspace / "run"
     done = run_cli("train", "--data", workspace / "bars.parquet", "--config", workspace / "small.yaml", "--out", out)
     assert done.returncode == 0, done.stderr
@@ -48,7 +44,7 @@ def test_cli_train_writes_config_metrics_and_checkpoints(run_cli, workspace):
     assert "epoch   0/2" in done.stdout and "before training (E0)" in done.stdout
 
 
-def test_cli_train_never_overwrites_a_run_and_resumes_it(run_cli, workspace):
+def test_cli_train_never_overwrites_a_run_and_resumes_it(workspace):
     out = workspace / "kept"
     args = ("train", "--data", workspace / "bars.parquet", "--config", workspace / "small.yaml", "--out", out)
     assert run_cli(*args).returncode == 0
@@ -61,7 +57,7 @@ def test_cli_train_never_overwrites_a_run_and_resumes_it(run_cli, workspace):
     assert json.loads((out / "metrics.json").read_text()) == json.loads(before["metrics.json"])
 
 
-def test_cli_train_overrides_apply_and_are_validated(run_cli, workspace):
+def test_cli_train_overrides_apply_and_are_validated(workspace):
     out = workspace / "override"
     done = run_cli("train", "--data", workspace / "bars.parquet", "--config", workspace / "small.yaml",
                    "--epochs", "1", "--lr", "0.001", "--batch-size", "128", "--out", out)
@@ -87,7 +83,7 @@ def test_cli_train_overrides_apply_and_are_validated(run_cli, workspace):
         ([], "data: {columns: {timestamp: 5}}\n", "{config}: data: columns must map bar fields"),
     ],
 )
-def test_cli_train_bad_input_is_one_line_exit_2(run_cli, workspace, tmp_path, extra, config_text, match):
+def test_cli_train_bad_input_is_one_line_exit_2(workspace, tmp_path, extra, config_text, match):
     config = tmp_path / "c.yaml"
     config.write_text(config_text or yaml.safe_dump(SMALL))
     out = tmp_path / "out"
@@ -98,7 +94,7 @@ def test_cli_train_bad_input_is_one_line_exit_2(run_cli, workspace, tmp_path, ex
     assert_one_line_error(done, match.format(config=config, data=workspace / "bars.parquet", out=out))
 
 
-def test_cli_train_missing_data_file_is_one_line_exit_2(run_cli, tmp_path):
+def test_cli_train_missing_data_file_is_one_line_exit_2(tmp_path):
     assert_one_line_error(run_cli("train", "--data", tmp_path / "nope.parquet", "--out", tmp_path / "o"),
                           f"{tmp_path / 'nope.parquet'}: no such file")
 
@@ -107,18 +103,18 @@ def test_cli_train_interrupted_then_resumed_finishes_the_run(workspace):
     """Ctrl-C after epoch 1, then --resume: every epoch exactly once in metrics.json."""
     import signal
     import subprocess
-    import sys
     import time
 
-    from tests.tuning.conftest import ROOT
+    from tests.cli import ROOT, cli_command, cli_env
 
     out = workspace / "interrupted"
     config = workspace / "long.yaml"
     config.write_text(yaml.safe_dump({**SMALL, "train": {**SMALL["train"], "epochs": 40}}))  # outlasts the polling
-    args = [sys.executable, "-m", "tuning.cli", "train", "--data", str(workspace / "bars.parquet"), "--out", str(out)]
-    running = subprocess.Popen([*args, "--config", str(config)], cwd=ROOT, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True,  # Ctrl-C as in a terminal, even when the
-                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # suite runs with &
+    args = ["train", "--data", workspace / "bars.parquet", "--out", out]
+    running = subprocess.Popen(cli_command(*args, "--config", config), cwd=ROOT, env=cli_env(),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,  # Ctrl-C as in a terminal,
+                               # even when the suite runs with &
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
         metrics = out / "metrics.json"
@@ -129,12 +125,12 @@ def test_cli_train_interrupted_then_resumed_finishes_the_run(workspace):
     _, stderr = running.communicate(timeout=120)
     assert running.returncode == 130, stderr
     assert stderr.strip() == f"interrupted; continue with --resume --out {out}"
-    done = subprocess.run([*args, "--resume"], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    done = run_cli(*args, "--resume")
     assert done.returncode == 0, done.stderr
     assert [m["epoch"] for m in json.loads((out / "metrics.json").read_text())] == list(range(41))
 
 
-def test_cli_train_out_that_is_a_file_is_one_line_exit_2(run_cli, workspace, tmp_path):
+def test_cli_train_out_that_is_a_file_is_one_line_exit_2(workspace, tmp_path):
     out = tmp_path / "taken"
     out.write_text("not a folder")
     assert_one_line_error(run_cli("train", "--data", workspace / "bars.parquet", "--out", out),
@@ -142,7 +138,7 @@ def test_cli_train_out_that_is_a_file_is_one_line_exit_2(run_cli, workspace, tmp
     assert out.read_text() == "not a folder"
 
 
-def test_cli_train_resume_from_a_damaged_checkpoint_is_one_line_exit_2(run_cli, workspace):
+def test_cli_train_resume_from_a_damaged_checkpoint_is_one_line_exit_2(workspace):
     out = workspace / "damaged"
     assert run_cli("train", "--data", workspace / "bars.parquet", "--config", workspace / "small.yaml",
                    "--epochs", "1", "--out", out).returncode == 0
@@ -151,7 +147,7 @@ def test_cli_train_resume_from_a_damaged_checkpoint_is_one_line_exit_2(run_cli, 
                           f"{out / 'last.pt'}: cannot load the checkpoint")
 
 
-def test_cli_train_resume_on_other_data_is_one_line_exit_2(run_cli, workspace, tmp_path):
+def test_cli_train_resume_on_other_data_is_one_line_exit_2(workspace, tmp_path):
     out = workspace / "mismatch"
     assert run_cli("train", "--data", workspace / "bars.parquet", "--config", workspace / "small.yaml",
                    "--epochs", "1", "--out", out).returncode == 0
@@ -162,7 +158,7 @@ def test_cli_train_resume_on_other_data_is_one_line_exit_2(run_cli, workspace, t
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="on a CUDA GPU machine --device cuda is valid")
-def test_cli_train_cuda_without_a_gpu_is_refused_before_any_work(run_cli, workspace, tmp_path):
+def test_cli_train_cuda_without_a_gpu_is_refused_before_any_work(workspace, tmp_path):
     out = tmp_path / "cuda"
     assert_one_line_error(run_cli("train", "--data", workspace / "bars.parquet", "--device", "cuda", "--out", out),
                           "device 'cuda' was asked for but no CUDA GPU is available")

@@ -2,20 +2,16 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-
 import pytest
 
-from tests.tuning.conftest import ROOT, assert_one_line_error
+from tests.cli import assert_one_line_error, cli_env, run_cli
 from tests.tuning.mlflow_server import free_port
-from tests.tuning.sweeps import run, sweep_command
 
 pytestmark = pytest.mark.integration
 
 
 def test_doctor_on_one_machine_reports_its_node_and_passes(tmp_path):
-    done = run("doctor", "--storage", tmp_path / "sweeps", "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    done = run_cli("doctor", "--storage", tmp_path / "sweeps", "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}")
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()
     assert lines[0] == "mamba-tune doctor: a local Ray started for this check"
@@ -31,7 +27,7 @@ def test_doctor_fails_on_storage_it_cannot_write_and_a_tracking_server_that_does
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
     url = f"http://127.0.0.1:{free_port()}"
-    done = run("doctor", "--storage", blocker / "sweeps", "--tracking-uri", url)
+    done = run_cli("doctor", "--storage", blocker / "sweeps", "--tracking-uri", url)
     assert done.returncode == 1, done.stdout + done.stderr
     assert f"  FAIL  storage {blocker / 'sweeps'}: not writable from node " in done.stdout
     assert f"  FAIL  tracking store {url}: not reachable (" in done.stdout
@@ -49,12 +45,11 @@ def test_doctor_fails_on_storage_it_cannot_write_and_a_tracking_server_that_does
     ],
 )
 def test_doctor_bad_input_is_one_line_and_exit_2(args, message):
-    assert_one_line_error(run("doctor", *args, timeout=120), message)
+    assert_one_line_error(run_cli("doctor", *args, timeout=120), message)
 
 
 def test_doctor_names_ray_address_when_it_holds_a_dashboard_url():
-    done = subprocess.run(sweep_command("doctor"), capture_output=True, text=True, timeout=120, cwd=ROOT,
-                          env={**os.environ, "RAY_ADDRESS": "http://127.0.0.1:8265"})
+    done = run_cli("doctor", timeout=120, env=cli_env(RAY_ADDRESS="http://127.0.0.1:8265"))
     assert_one_line_error(done, "RAY_ADDRESS http://127.0.0.1:8265: a dashboard (Jobs API) address; join a cluster")
     assert done.stderr.rstrip().endswith("; unset RAY_ADDRESS for a local Ray")
 

@@ -13,8 +13,8 @@ import pytest
 from mlflow import MlflowClient
 
 from model.step_memory import CUDA_CONTEXT_BYTES, MB
-from tests.tuning.conftest import assert_one_line_error
-from tests.tuning.sweeps import SPACE, ledger, run, write_space
+from tests.cli import assert_one_line_error, run_cli
+from tests.tuning.sweeps import SPACE, ledger, write_space
 from tuning.errors import UsageError
 from tuning.memory_probe import (
     ProbeResult,
@@ -124,7 +124,7 @@ def test_a_cpu_sweep_with_a_memory_budget_runs_only_the_batch_sizes_that_fit_in_
                         search={"batch_size": {"choices": [64, 1024]}}, scheduler={"max_epochs": 2},
                         gate={"epoch": 2, "ratio_to_e0": 10.0})  # every trial runs to its end
     storage, uri = tmp_path / "sweeps", f"sqlite:///{tmp_path / 'mlflow.db'}"
-    done = run("sweep", "--data", bars, "--space", space, "--storage", storage, "--tracking-uri", uri,
+    done = run_cli("sweep", "--data", bars, "--space", space, "--storage", storage, "--tracking-uri", uri,
                "--memory-budget", "20", "--precision", "bf16")
     assert done.returncode == 0, done.stderr[-3000:]
     line = next(line for line in done.stdout.splitlines() if line.startswith("memory probe on cpu"))
@@ -150,7 +150,7 @@ def test_a_cpu_sweep_with_a_memory_budget_runs_only_the_batch_sizes_that_fit_in_
 @pytest.mark.integration
 def test_a_memory_budget_no_batch_size_fits_is_one_clear_error(bars, tmp_path):
     space = write_space(tmp_path, run=WHOLE_BATCH)
-    done = run("sweep", "--data", bars, "--space", space, "--storage", tmp_path / "sweeps", "--memory-budget", "0.5")
+    done = run_cli("sweep", "--data", bars, "--space", space, "--storage", tmp_path / "sweeps", "--memory-budget", "0.5")
     assert_one_line_error(done, "no batch size fits in a trial worker's memory: batch size 64 needs ")
     assert not (tmp_path / "sweeps" / "t").exists()  # nothing written
 
@@ -160,5 +160,5 @@ def test_a_memory_budget_no_batch_size_fits_is_one_clear_error(bars, tmp_path):
     (["--precision", "fp16"], "precision must be one of fp32, bf16, got 'fp16'"),
 ])
 def test_sweep_refuses_a_bad_memory_budget_or_precision(bars, tmp_path, flag, message):
-    done = run("sweep", "--data", bars, "--space", write_space(tmp_path), "--storage", tmp_path / "s", *flag)
+    done = run_cli("sweep", "--data", bars, "--space", write_space(tmp_path), "--storage", tmp_path / "s", *flag)
     assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr, done.stderr

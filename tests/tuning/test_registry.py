@@ -11,7 +11,6 @@ import io
 import json
 import os
 import shlex
-import socket
 import subprocess
 import sys
 import textwrap
@@ -32,9 +31,9 @@ from model.checkpoint import load_checkpoint
 from model.config import ModelConfig
 from model.features import bar_features
 from model.forecaster import Forecaster
-from model.synth import synth_bars
 from model.train import FitResult
-from tests.tuning.conftest import ROOT, assert_one_line_error
+from tests.bars import write_bars
+from tests.cli import ROOT, assert_one_line_error, free_port, run_cli
 from tuning import cli_train
 from tuning.cli import main
 from tuning.errors import UsageError
@@ -62,8 +61,8 @@ def train(folder: Path, out: str, *extra: str) -> tuple[int, str]:
 def registered(tmp_path_factory):
     """Two runs registered as versions 1 and 2 of NAME in a fresh embedded store; new bars to predict on."""
     folder = tmp_path_factory.mktemp("registry")
-    pq.write_table(synth_bars(1500, seed=0), folder / "bars.parquet")
-    pq.write_table(synth_bars(300, seed=7), folder / "new.parquet")  # bars the model never saw
+    write_bars(folder / "bars.parquet", 1500, seed=0)
+    write_bars(folder / "new.parquet", 300, seed=7)  # bars the model never saw
     (folder / "tiny.yaml").write_text(yaml.safe_dump(TINY))
     uri = f"sqlite:///{folder / 'store' / 'mlflow.db'}"
     register = ("--config", str(folder / "tiny.yaml"), "--register", NAME, "--tracking-uri", uri)
@@ -244,7 +243,7 @@ def test_check_model_name_accepts_letters_digits_dash_underscore_dot(name):
     assert check_model_name(name) == name
 
 
-def test_cli_train_register_bad_name_is_one_line_exit_2(run_cli, tmp_path):
+def test_cli_train_register_bad_name_is_one_line_exit_2(tmp_path):
     out = tmp_path / "out"
     done = run_cli("train", "--data", tmp_path / "nope.parquet", "--out", out, "--register", "bad name",
                    "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}")
@@ -253,20 +252,15 @@ def test_cli_train_register_bad_name_is_one_line_exit_2(run_cli, tmp_path):
 
 
 def test_cli_train_register_unreachable_store_fails_before_training(registered, tmp_path):
-    with socket.socket() as probe:  # a port nothing listens on
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()  # nothing listens on it
     out = tmp_path / "out"
-    done = subprocess.run(
-        [sys.executable, "-m", "tuning.cli", "train", "--data", str(registered.folder / "bars.parquet"),
-         "--config", str(registered.folder / "tiny.yaml"), "--out", str(out), "--register", NAME,
-         "--tracking-uri", f"http://127.0.0.1:{port}"],
-        capture_output=True, text=True, timeout=60, cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    done = run_cli("train", "--data", registered.folder / "bars.parquet", "--config", registered.folder / "tiny.yaml",
+                   "--out", out, "--register", NAME, "--tracking-uri", f"http://127.0.0.1:{port}", timeout=60)
     assert_one_line_error(done, f"tracking store http://127.0.0.1:{port}: not reachable")
     assert not out.exists()
 
 
-def test_cli_train_tracking_flags_without_register_are_one_line_exit_2(run_cli, tmp_path):
+def test_cli_train_tracking_flags_without_register_are_one_line_exit_2(tmp_path):
     done = run_cli("train", "--data", tmp_path / "bars.parquet", "--out", tmp_path / "out", "--experiment", "x")
     assert_one_line_error(done, "--tracking-uri and --experiment say where --register logs the run")
 

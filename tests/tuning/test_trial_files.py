@@ -71,3 +71,46 @@ def test_the_ledger_stages_the_best_pt_of_the_checkpoint_the_trial_stopped_on_be
     record = Ledger(folder / "trials.json").records["a"]
     assert (record.stop_reason, record.stop_epoch, record.best_epoch) == ("asha", 2, 2)
     assert staged_best(folder / "tracking", "a").read_bytes() == b"best at epoch 2"
+
+
+def test_the_ledger_stages_its_best_epochs_snapshot_when_train_deleted_the_checkpoint_the_trial_stopped_on(tmp_path):
+    """Stopped at epoch 2 (best 2), the trial ran on, improved at 3 and 4; Ray Train kept only those two."""
+    from types import SimpleNamespace
+
+    from tests.tuning.sweeps import SPACE
+    from tuning.ledger import Ledger
+    from tuning.space import parse_space
+    from tuning.sweep import SweepCallback
+    from tuning.trial_files import best_snapshot, save_best_snapshot, staged_best
+
+    folder = tmp_path / "sweeps" / "t"
+    train = folder / "train"
+    for epoch in (1, 2, 3, 4):  # what the trial's rank-0 worker writes on each improvement
+        (tmp_path / "best.pt").write_bytes(f"best at epoch {epoch}".encode())
+        save_best_snapshot(FS, tmp_path / "best.pt", str(train), "a", epoch)
+    for stamp, epoch in (("03", 3), ("04", 4)):
+        (Path(checkpoint(train, "a", stamp, epoch)) / "best.pt").write_bytes(f"best at epoch {epoch}".encode())
+    callback = SweepCallback(folder / "trials.json", parse_space(SPACE, "space"), str(tmp_path / "sweeps"))
+    trial = SimpleNamespace(trial_id="a", config={"learning_rate": 1e-3}, status="TERMINATED", last_result=None)
+    for epoch in (1, 2):
+        trial.last_result = {"epoch": epoch, "val_loss": 1 / (epoch + 1), "best_val_loss": 1 / (epoch + 1),
+                             "best_epoch": epoch, "e0_val_loss": 1.0, "baseline_persistence": 1.0,
+                             "checkpoint_path": str(train / "a" / f"checkpoint_gone_{epoch}")}
+        callback.on_trial_result(0, [trial], trial, trial.last_result)
+    assert not Path(best_snapshot(str(train), "a", 1)).exists()  # bettered by a result the driver has taken
+    assert Path(best_snapshot(str(train), "a", 3)).exists()  # not heard of yet: kept
+    callback.on_trial_complete(0, [trial], trial)
+    record = Ledger(folder / "trials.json").records["a"]
+    assert (record.stop_reason, record.stop_epoch, record.best_epoch) == ("asha", 2, 2)
+    assert staged_best(folder / "tracking", "a").read_bytes() == b"best at epoch 2"
+    assert not (train / "a" / "best").exists()  # staged: the snapshots are gone
+
+
+def test_a_sweep_from_before_snapshots_stages_the_best_pt_of_its_checkpoint(tmp_path):
+    from tuning.trial_files import stage_best
+
+    stopped_on = checkpoint(tmp_path, "a", "01", 2)
+    (Path(stopped_on) / "best.pt").write_bytes(b"best at epoch 2")
+    assert stage_best(FS, str(tmp_path), "a", 2, stopped_on, tmp_path / "staged.pt").read_bytes() == b"best at epoch 2"
+    assert stage_best(FS, str(tmp_path), "a", 2, None, tmp_path / "none.pt") is None
+    assert not (tmp_path / "none.pt").exists()

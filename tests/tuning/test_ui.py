@@ -11,9 +11,9 @@ import pytest
 from mlflow import MlflowClient
 from playwright.sync_api import sync_playwright
 
-from tests.tuning.conftest import ROOT
+from tests.cli import ROOT, cli_command, cli_env
 from tests.tuning.mlflow_server import free_port
-from tests.tuning.sweeps import ledger, sweep_command
+from tests.tuning.sweeps import ledger
 
 pytestmark = pytest.mark.integration
 CHROMIUM = "/usr/bin/chromium"  # Debian's package; `make test` installs it
@@ -27,8 +27,8 @@ def ui(finished_sweep):
     """`mamba-tune ui` over the finished sweep's store on a free port; -> (url, experiment id, client)."""
     _, _, uri, _ = finished_sweep
     port = free_port()
-    process = subprocess.Popen(sweep_command("ui", "--tracking-uri", uri, "--port", port), stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True, cwd=ROOT, start_new_session=True)
+    process = subprocess.Popen(cli_command("ui", "--tracking-uri", uri, "--port", port), stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, cwd=ROOT, env=cli_env(), start_new_session=True)
     try:
         first = process.stdout.readline()
         assert first.strip() == f"MLflow UI: http://127.0.0.1:{port}", (first, process.stderr.read()[-2000:])
