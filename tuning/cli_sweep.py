@@ -17,6 +17,8 @@ from tuning.best_config import train_command, write_best_config
 from tuning.errors import UsageError
 from tuning.ledger import Ledger, TrialRecord, best_record, leaderboard
 from tuning.manifest import SweepManifest
+from tuning.progress import LOGGER as PROGRESS_LOGGER
+from tuning.progress import EpochEnded, Note, TrialEnded, TrialStarted, event_of
 from tuning.space import AUTO, parse_space, valid_name
 from tuning.sweep_files import DEFAULT_STORAGE, LEDGER, MANIFEST, TRACKING_SPOOL, unwritable_reason
 from tuning.tracking_store import open_store, resolve_store
@@ -253,45 +255,40 @@ class _Progress(logging.Handler):
         self.status: dict[str, str] = {}
 
     def attach(self) -> logging.Handler:
-        logger = logging.getLogger("mamba_tune.sweep")
+        logger = logging.getLogger(PROGRESS_LOGGER)
         logger.setLevel(logging.INFO)
         logger.propagate = False
         logger.addHandler(self)
         return self
 
     def detach(self, handler: logging.Handler) -> None:
-        logging.getLogger("mamba_tune.sweep").removeHandler(handler)
+        logging.getLogger(PROGRESS_LOGGER).removeHandler(handler)
         self._clear()
 
     def emit(self, record: logging.LogRecord) -> None:
-        event = getattr(record, "sweep_event", None)
-        if event is None:
-            return
-        kind, trial = event["kind"], event.get("trial")
-        if kind == "start":
-            p = event["params"]
-            self._line(f"trial {_short(trial)} started: lr {p.get('learning_rate', math.nan):.2e}, "
-                       f"wd {p.get('weight_decay', math.nan):.2e}, batch {p.get('batch_size', '-')}")
-        elif kind == "epoch":
-            self.status[trial] = f"{_short(trial)} e{event['epoch']} val {event['val_loss']:.4f}"
-            if self.live:
-                sys.stderr.write("\r\033[K" + " | ".join(self.status.values()))
-                sys.stderr.flush()
-        elif kind == "end":
-            self._end(event)
-        elif kind == "note":
-            self._line(event["text"])
+        match event_of(record):
+            case TrialStarted(trial_id, params):
+                self._line(f"trial {_short(trial_id)} started: lr {params.get('learning_rate', math.nan):.2e}, "
+                           f"wd {params.get('weight_decay', math.nan):.2e}, batch {params.get('batch_size', '-')}")
+            case EpochEnded(trial_id, epoch, val_loss):
+                self.status[trial_id] = f"{_short(trial_id)} e{epoch} val {val_loss:.4f}"
+                if self.live:
+                    sys.stderr.write("\r\033[K" + " | ".join(self.status.values()))
+                    sys.stderr.flush()
+            case TrialEnded() as ended:
+                self._end(ended)
+            case Note(text):
+                self._line(text)
 
-    def _end(self, event: dict[str, Any]) -> None:
-        r: TrialRecord = event["record"]
+    def _end(self, event: TrialEnded) -> None:
+        r, finished = event.record, event.finished
         self.status.pop(r.trial_id, None)
-        finished = event["finished"]
         done = sum(f.stop_reason == "completed" for f in finished)
-        best = best_record(finished)
+        best = best_record(list(finished))
         best_text = f"best {best.best_val_loss:.4f} ({_short(best.trial_id)})" if best else "no completed trial yet"
-        why = f": {event['error']}" if event.get("error") else ""
+        why = f": {event.error}" if event.error else ""
         self._line(f"trial {_short(r.trial_id)} ended {r.stop_reason} at epoch {r.stop_epoch}{why}, best val "
-                   f"{r.best_val_loss:.4f}@{r.best_epoch} | running {event['running']}, finished {len(finished)}/"
+                   f"{r.best_val_loss:.4f}@{r.best_epoch} | running {event.running}, finished {len(finished)}/"
                    f"{self.trials} ({done} completed, {len(finished) - done} stopped) | {best_text}")
 
     def _line(self, text: str) -> None:

@@ -9,8 +9,8 @@ The sweep folder, <storage>/<name>/:
   train/       Ray Train's checkpoints, one folder per trial
   tracking-pending.jsonl  MLflow writes not yet sent (a write-ahead log; sent on resume)
 Every trial is logged to MLflow (tuning/tracking.py) as the sweep runs.
-Events (trial started, epoch, trial ended) go to the `mamba_tune.sweep` logger; the CLI
-turns them into progress lines. Nothing here prints.
+Its progress (trial started, epoch, trial ended) goes out as typed events (tuning/progress.py);
+the CLI turns them into lines. Nothing here prints.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from tuning.gate import stop_reason
 from tuning.ledger import Ledger, TrialRecord
 from tuning.manifest import SweepManifest
 from tuning.memory_probe import ProbeResult
+from tuning.progress import EpochEnded, TrialEnded, TrialStarted, publish
 from tuning.resources import HEAD_RESOURCE, TRIAL_DRIVER_RESOURCES, TrialPlan, fullest_plan, plan_trials
 from tuning.scheduler import GatedASHA
 from tuning.searcher import fail_lost_trials, make_searcher
@@ -69,7 +70,6 @@ RAY_ENV = {  # for every Ray process of the sweep
     "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.5",  # the default 2 s delays every epoch's report by ~1 s
     "RAY_AIR_NEW_OUTPUT": "0",
 }
-events = logging.getLogger("mamba_tune.sweep")
 
 
 @dataclass(frozen=True)
@@ -313,7 +313,7 @@ def _fit(paths: SweepPaths, space: SweepSpace, data: Dataset, trials: int, plan:
 
 
 class SweepCallback(ray.tune.Callback):
-    """Records each finished trial in the ledger and logs the sweep's events."""
+    """Records each finished trial in the ledger and publishes the sweep's progress."""
 
     def __init__(self, ledger_path: Path, space: SweepSpace, storage: str) -> None:
         self.ledger_path, self.gate, self.max_epochs = ledger_path, space.gate, space.scheduler.max_epochs
@@ -339,8 +339,7 @@ class SweepCallback(ray.tune.Callback):
     def on_trial_start(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
         if self._in_ledger(trial):
             return
-        events.info("start", extra={"sweep_event": {"kind": "start", "trial": trial.trial_id,
-                                                    "params": dict(trial.config)}})
+        publish(TrialStarted(trial.trial_id, dict(trial.config)))
 
     def on_trial_result(self, iteration: int, trials: list[Trial], trial: Trial, result: dict, **info: Any) -> None:
         if self._in_ledger(trial):
@@ -352,7 +351,8 @@ class SweepCallback(ray.tune.Callback):
             # a stop comes at this result or a later one: the snapshots of earlier best epochs are done with
             prune_best_snapshots(storage_filesystem(self.storage), self._train_storage, trial.trial_id,
                                  result["best_epoch"])
-        events.info("epoch", extra={"sweep_event": {"kind": "epoch", "trial": trial.trial_id, **_epoch(result)}})
+        if "epoch" in result and "val_loss" in result:
+            publish(EpochEnded(trial.trial_id, int(result["epoch"]), float(result["val_loss"])))
 
     def on_trial_complete(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
         self._finish(trials, trial, errored=False)
@@ -386,14 +386,7 @@ class SweepCallback(ray.tune.Callback):
         ledger.add(record)
         self.recorded.add(trial.trial_id)
         running = sum(t.status == Trial.RUNNING and t is not trial for t in trials)
-        events.info("end", extra={"sweep_event": {
-            "kind": "end", "record": record, "running": running, "finished": list(ledger.records.values()),
-            "error": _error_line(trial) if errored else None}})
-
-
-def _epoch(result: dict[str, Any]) -> dict[str, Any]:
-    keys = ("epoch", "train_loss", "val_loss", "best_val_loss", "e0_val_loss", "epoch_s")
-    return {k: result[k] for k in keys if k in result}
+        publish(TrialEnded(record, running, tuple(ledger.records.values()), _error_line(trial) if errored else None))
 
 
 def _error_line(trial: Trial) -> str:

@@ -19,7 +19,6 @@ Runs are named by keys: "sweep" for the parent run, the trial id for a trial's r
 from __future__ import annotations
 
 import json
-import logging
 import threading
 import time
 from collections import deque
@@ -33,6 +32,7 @@ from mlflow.entities import Metric, Param, RunTag
 from mlflow.exceptions import MlflowException, RestException
 
 from model.atomic import write_text_atomic
+from tuning.progress import Note, publish
 from tuning.tracking_store import first_line
 
 SWEEP_KEY = "sweep"
@@ -41,7 +41,6 @@ RETRY_MIN_S, RETRY_MAX_S = 1.0, 10.0
 _RETRYABLE_CODES = {"INTERNAL_ERROR", "TEMPORARILY_UNAVAILABLE", "REQUEST_LIMIT_EXCEEDED", "DEADLINE_EXCEEDED",
                     "SERVICE_UNDER_MAINTENANCE", "IO_ERROR", "ABORTED"}  # the server's 5xx/429 kinds
 STEP_MARKERS = ("val_loss", "trials_finished")  # a trial's and the sweep's per-step metric: which steps a run holds
-events = logging.getLogger("mamba_tune.sweep")
 
 
 class TrackingLog:
@@ -274,5 +273,5 @@ def _read_spool(spool: Path) -> list[dict[str, Any]]:
 
 def note(text: str) -> None:
     """A line for the sweep's progress output (tuning/cli_sweep.py prints it)."""
-    events.warning(text, extra={"sweep_event": {"kind": "note", "text": text}})
+    publish(Note(text))
 
