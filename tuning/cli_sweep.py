@@ -253,16 +253,21 @@ class _Progress(logging.Handler):
         self.trials = trials
         self.live = sys.stderr.isatty()
         self.status: dict[str, str] = {}
+        self.saved = (logging.NOTSET, True)  # the logger's level and propagation before attach()
 
     def attach(self) -> logging.Handler:
+        """Print the sweep's progress (and only here: not also through the root logger) until detach()."""
         logger = logging.getLogger(PROGRESS_LOGGER)
+        self.saved = (logger.level, logger.propagate)
         logger.setLevel(logging.INFO)
         logger.propagate = False
         logger.addHandler(self)
         return self
 
     def detach(self, handler: logging.Handler) -> None:
-        logging.getLogger(PROGRESS_LOGGER).removeHandler(handler)
+        logger = logging.getLogger(PROGRESS_LOGGER)
+        logger.removeHandler(handler)
+        logger.level, logger.propagate = self.saved
         self._clear()
 
     def emit(self, record: logging.LogRecord) -> None:

@@ -26,6 +26,7 @@ def test_progress_prints_a_line_per_trial_started_and_ended_and_each_note(capsys
         publish(Note("tracking: the server answers again"))
     finally:
         progress.detach(handler)
+    assert logging.getLogger(LOGGER).propagate  # as it was: other handlers (pytest's caplog) see events again
     assert capsys.readouterr().out.splitlines() == [
         "trial trial_a started: lr 3.00e-03, wd 1.00e-02, batch 64",
         "trial trial_a ended completed at epoch 4, best val 0.2500@4 | running 1, finished 1/2 (1 completed, "

@@ -19,8 +19,8 @@ def new_log(uri: str, spool, sweep_id: str = "s1") -> TrackingLog:
 
 
 def steps(log: TrackingLog, key: str, metric: str = "val_loss") -> list[tuple[int, float]]:
-    run_id = log._run_id(key)
-    return sorted((m.step, m.value) for m in log.client.get_metric_history(run_id, metric))
+    run_id = log.runs.run_id(key)
+    return sorted((m.step, m.value) for m in log.runs.client.get_metric_history(run_id, metric))
 
 
 def test_tracking_log_nests_trial_runs_and_logs_an_epoch_once(tmp_path):
@@ -41,10 +41,10 @@ def test_tracking_log_nests_trial_runs_and_logs_an_epoch_once(tmp_path):
     logged = steps(again, "t1")
     assert [s for s, _ in logged] == [0, 1, 2, 3]
     torch.testing.assert_close([v for _, v in logged], [1.0, 0.5, 1 / 3, 0.2])
-    runs = again.client.search_runs([again.experiment_id])
+    runs = again.runs.client.search_runs([again.runs.experiment_id])
     assert len(runs) == 2
     trial = next(r for r in runs if r.data.tags["mamba_tune.key"] == "t1")
-    assert trial.data.tags["mlflow.parentRunId"] == again._run_id(SWEEP_KEY)
+    assert trial.data.tags["mlflow.parentRunId"] == again.runs.run_id(SWEEP_KEY)
     assert trial.data.params == {"learning_rate": "0.001"} and trial.info.status == "FINISHED"
 
 
@@ -60,7 +60,7 @@ def test_tracking_log_ends_as_lost_the_runs_no_trial_will_end_even_from_the_spoo
     again = new_log(uri, spool)  # replays the spool first
     again.end_run("kept", "FINISHED")
     assert again.close(30) == 0
-    runs = {r.data.tags["mamba_tune.key"]: r for r in again.client.search_runs([again.experiment_id])}
+    runs = {r.data.tags["mamba_tune.key"]: r for r in again.runs.client.search_runs([again.runs.experiment_id])}
     assert (runs["lost"].info.status, runs["lost"].data.tags["stop_reason"]) == ("KILLED", "lost")
     assert runs["kept"].info.status == "FINISHED" and "stop_reason" not in runs["kept"].data.tags
     assert runs[SWEEP_KEY].info.status == "RUNNING"  # the sweep's own run is never taken for a lost trial
@@ -96,4 +96,4 @@ def test_tracking_log_buffers_while_the_server_is_down_and_saves_what_it_cannot_
     replay = new_log(mlflow_server.url, spool)  # `mamba-tune resume`
     assert replay.close(60) == 0 and not spool.exists()
     assert [s for s, _ in steps(replay, "t1")] == [0, 1, 2, 3, 4]
-    assert replay.client.get_run(replay._run_id("t1")).info.status == "FINISHED"
+    assert replay.runs.client.get_run(replay.runs.run_id("t1")).info.status == "FINISHED"
