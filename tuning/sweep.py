@@ -53,7 +53,16 @@ from tuning.sweep_files import (
     TUNE_DIR,
     is_uri,
 )
-from tuning.tracking import ACTIVE, SweepTracking, TrackingCallback, close_sweep, open_sweep
+from tuning.tracking import (
+    SweepTracking,
+    TrialEnd,
+    close_sweep,
+    end_trial,
+    log_trial_epoch,
+    never_stops_the_sweep,
+    open_sweep,
+    open_trial,
+)
 from tuning.tracking_log import SWEEP_KEY, TrackingLog, note
 from tuning.tracking_store import TrackingStore, first_line
 from tuning.trainable import TrialSetup, run_trial
@@ -234,9 +243,8 @@ def open_tracking(store: TrackingStore, client: Any, paths: SweepPaths, manifest
                 "storage": paths.sweep_storage, "sweep_id": manifest.sweep_id,
                 **({"memory_probe": ProbeResult.from_dict(manifest.memory_probe).describe()}
                    if manifest.memory_probe else {})}
-    return open_sweep(log, paths.folder / TRACKING_STAGING, storage_filesystem(paths.ray_storage), paths.name,
-                      manifest.space, space, manifest.data, data.summary, data.baselines, settings,
-                      f"{paths.sweep_storage}/train")
+    return open_sweep(log, paths.folder / TRACKING_STAGING, paths.name, manifest.space, space, manifest.data,
+                      data.summary, data.baselines, settings)
 
 
 def send_pending(store: TrackingStore, client: Any, paths: SweepPaths, manifest: SweepManifest,
@@ -256,7 +264,7 @@ def run(paths: SweepPaths, space: SweepSpace, data: Dataset, trials: int, plan: 
         tracking: SweepTracking, resume: bool = False) -> SweepOutcome:
     """Run (or continue) the sweep until every trial has ended or it is interrupted; log it all to MLflow."""
     start, complete = time.perf_counter(), False
-    ACTIVE[tracking.log.sweep_id] = tracking
+    ACTIVE[active_key(paths.folder / LEDGER)] = tracking
     try:
         results = _fit(paths, space, data, trials, plan, tracking, resume)
         complete = len(results) >= trials and results.num_terminated + results.num_errors == len(results)
@@ -266,7 +274,7 @@ def run(paths: SweepPaths, space: SweepSpace, data: Dataset, trials: int, plan: 
         records = list(Ledger(paths.folder / LEDGER).records.values())
         _remove_snapshots(paths, records)
         unsent = close_sweep(tracking, records, interrupted=not complete)
-        ACTIVE.pop(tracking.log.sweep_id, None)
+        ACTIVE.pop(active_key(paths.folder / LEDGER), None)
     return SweepOutcome(paths, trials, records, plan, time.perf_counter() - start, unsent, complete)
 
 
@@ -306,14 +314,23 @@ def _fit(paths: SweepPaths, space: SweepSpace, data: Dataset, trials: int, plan:
                 reuse_actors=False),  # a stopped trial's thread is still in TorchTrainer.fit: no reuse
             run_config=ray.tune.RunConfig(
                 name=TUNE_DIR, storage_path=paths.sweep_storage, verbose=0,
-                callbacks=[SweepCallback(paths.folder / LEDGER, space, paths.ray_storage),  # first: writes the ledger
-                           TrackingCallback(tracking.log.sweep_id, paths.folder / LEDGER)]),
+                callbacks=[SweepCallback(paths.folder / LEDGER, space, paths.ray_storage)]),
         )
     return tuner.fit()
 
 
+# The sweep's live MLflow tracking (it holds a thread), by ledger path, for SweepCallback: Ray Tune pickles
+# its callbacks with the sweep and restores them on resume, so a callback cannot hold it itself.
+ACTIVE: dict[str, SweepTracking] = {}
+
+
+def active_key(ledger_path: Path) -> str:
+    return str(ledger_path.resolve())
+
+
 class SweepCallback(ray.tune.Callback):
-    """Records each finished trial in the ledger and publishes the sweep's progress."""
+    """A trial's life in the sweep: progress events, then its end, built once (record, history, best.pt)
+    and handed to the ledger and to MLflow. MLflow never stops the sweep: a failed write is reported."""
 
     def __init__(self, ledger_path: Path, space: SweepSpace, storage: str) -> None:
         self.ledger_path, self.gate, self.max_epochs = ledger_path, space.gate, space.scheduler.max_epochs
@@ -324,6 +341,10 @@ class SweepCallback(ray.tune.Callback):
 
     def __setstate__(self, state: dict[str, Any]) -> None:  # a sweep saved by an older version lacks these
         self.__dict__.update({"storage": None, "checkpoints": {}, **state, "recorded": None})
+
+    @property
+    def tracking(self) -> SweepTracking:
+        return ACTIVE[active_key(self.ledger_path)]
 
     @property
     def _train_storage(self) -> str:
@@ -337,9 +358,11 @@ class SweepCallback(ray.tune.Callback):
         return trial.trial_id in self.recorded
 
     def on_trial_start(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
-        if self._in_ledger(trial):
+        if self._in_ledger(trial):  # ended before a driver was killed: only its end comes again
             return
         publish(TrialStarted(trial.trial_id, dict(trial.config)))
+        with never_stops_the_sweep("the start", trial.trial_id):
+            open_trial(self.tracking, trial.trial_id, dict(trial.config))
 
     def on_trial_result(self, iteration: int, trials: list[Trial], trial: Trial, result: dict, **info: Any) -> None:
         if self._in_ledger(trial):
@@ -353,6 +376,8 @@ class SweepCallback(ray.tune.Callback):
                                  result["best_epoch"])
         if "epoch" in result and "val_loss" in result:
             publish(EpochEnded(trial.trial_id, int(result["epoch"]), float(result["val_loss"])))
+        with never_stops_the_sweep("an epoch", trial.trial_id):
+            log_trial_epoch(self.tracking, trial.trial_id, dict(trial.config), result)
 
     def on_trial_complete(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
         self._finish(trials, trial, errored=False)
@@ -361,20 +386,31 @@ class SweepCallback(ray.tune.Callback):
         self._finish(trials, trial, errored=True)
 
     def _finish(self, trials: list[Trial], trial: Trial, errored: bool) -> None:
-        if self._in_ledger(trial):
-            return
+        staging = self.ledger_path.parent / TRACKING_STAGING
+        ledger = Ledger(self.ledger_path)
+        if self._in_ledger(trial):  # recorded by a killed driver: MLflow gets its end again, in case it had not
+            end = self._recorded_end(ledger, trial.trial_id, staging)
+        else:
+            end = self._new_end(trial, errored, staging, ledger)
+            running = sum(t.status == Trial.RUNNING and t is not trial for t in trials)
+            publish(TrialEnded(end.record, running, end.finished, _error_line(trial) if errored else None))
+        with never_stops_the_sweep("the end", trial.trial_id):
+            end_trial(self.tracking, dict(trial.config), end)
+
+    def _new_end(self, trial: Trial, errored: bool, staging: Path, ledger: Ledger) -> TrialEnd:
+        """Why and where it stopped, its history and best.pt (staged before the record is written: MLflow
+        gets the record's best.pt, never one the trial wrote after its stop); then its ledger record."""
         last = trial.last_result or None
         reason, epoch = stop_reason(self.gate, self.max_epochs, last, errored)
         last = last or {}
         best_epoch = int(last.get("best_epoch", 0))
         history: list[dict[str, Any]] = []
+        best = None
         if self.storage:
             fs, train = storage_filesystem(self.storage), self._train_storage
             named = self.checkpoints.get(trial.trial_id) or last.get("checkpoint_path")
             checkpoint, history = final_checkpoint(fs, named, train, trial.trial_id, epoch)
-            # before the record: tracking uploads this copy, never a best.pt the trial wrote after its stop
-            stage_best(fs, train, trial.trial_id, best_epoch, checkpoint,
-                       staged_best(self.ledger_path.parent / TRACKING_STAGING, trial.trial_id))
+            best = stage_best(fs, train, trial.trial_id, best_epoch, checkpoint, staged_best(staging, trial.trial_id))
             remove_best_snapshots(fs, train, trial.trial_id)
         record = TrialRecord(
             trial_id=trial.trial_id, params=dict(trial.config), stop_reason=reason, stop_epoch=epoch,
@@ -382,11 +418,18 @@ class SweepCallback(ray.tune.Callback):
             e0_val_loss=float(last.get("e0_val_loss", float("nan"))),
             baseline_persistence=float(last.get("baseline_persistence", float("nan"))),
             train_s=self.train_s.get(trial.trial_id, 0.0), val_curve=tuple(m["val_loss"] for m in history))
-        ledger = Ledger(self.ledger_path)
         ledger.add(record)
         self.recorded.add(trial.trial_id)
-        running = sum(t.status == Trial.RUNNING and t is not trial for t in trials)
-        publish(TrialEnded(record, running, tuple(ledger.records.values()), _error_line(trial) if errored else None))
+        return TrialEnd(record, history, best, tuple(ledger.records.values()))
+
+    def _recorded_end(self, ledger: Ledger, trial_id: str, staging: Path) -> TrialEnd:
+        """The end an earlier driver recorded: its history from the checkpoint; its best.pt if still unsent."""
+        record, history = ledger.records[trial_id], []
+        if self.storage:
+            _, history = final_checkpoint(storage_filesystem(self.storage), None, self._train_storage,
+                                          record.trial_id, record.stop_epoch)
+        best = staged_best(staging, trial_id)
+        return TrialEnd(record, history, best if best.exists() else None, tuple(ledger.records.values()))
 
 
 def _error_line(trial: Trial) -> str:

@@ -26,20 +26,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pyarrow.fs
 import ray.tune
 import yaml
-from ray.tune.experiment import Trial
 
 from model.atomic import write_text_atomic
 from tuning.best_config import train_command, write_best_config
-from tuning.gate import stop_reason
-from tuning.ledger import Ledger, TrialRecord, best_record, leaderboard
+from tuning.ledger import TrialRecord, best_record, leaderboard
 from tuning.plots import loss_by_hyperparameter, loss_curve, sweep_curves
 from tuning.space import SEARCHABLE, Choice, SweepSpace, with_params
 from tuning.tracking_log import SWEEP_KEY, TrackingLog, note
 from tuning.tracking_store import EPOCH_METRICS, first_line
-from tuning.trial_files import copy_file, final_checkpoint, staged_best
 
 RUN_STATUS = {"completed": "FINISHED", "asha": "FINISHED", "gate": "FINISHED", "nan": "FAILED", "error": "FAILED"}
 CLOSE_TIMEOUT_S = 60.0  # how long the end of a sweep waits for an unreachable store before spooling
@@ -47,22 +43,22 @@ CLOSE_TIMEOUT_S = 60.0  # how long the end of a sweep waits for an unreachable s
 
 @dataclass
 class SweepTracking:
-    """What the sweep's MLflow logging needs; made by `open_sweep`, used by TrackingCallback and `close_sweep`."""
+    """What the sweep's MLflow logging needs; made by `open_sweep`, used for each trial and by `close_sweep`.
+
+    It holds a thread, so it never travels with the pickled sweep: SweepCallback finds it in ACTIVE.
+    """
 
     log: TrackingLog
     staging: Path  # files waiting to be uploaded (removed once sent)
-    fs: pyarrow.fs.FileSystem  # the sweep storage's filesystem, where trial checkpoints live
     space: SweepSpace
     name: str
     data_path: str
-    train_storage: str  # Ray Train's storage of the trials' checkpoints (<sweep storage>/train)
     open_trials: set[str] = field(default_factory=set)
-    done_before: set[str] = field(default_factory=set)  # ended before a killed driver: their epochs are logged
 
 
-def open_sweep(log: TrackingLog, staging: Path, fs: pyarrow.fs.FileSystem, name: str, space_values: dict[str, Any],
+def open_sweep(log: TrackingLog, staging: Path, name: str, space_values: dict[str, Any],
                space: SweepSpace, data_path: str, data_summary: dict[str, Any], baselines: dict[str, float],
-               settings: dict[str, Any], train_storage: str) -> SweepTracking:
+               settings: dict[str, Any]) -> SweepTracking:
     """Start (or reopen) the sweep's parent run with its settings, space and data."""
     params = {**{f"sweep.{k}": v for k, v in settings.items()}, **_space_params(space),
               **{f"data.{k}": v for k, v in data_summary.items() if k != "features"},
@@ -72,7 +68,7 @@ def open_sweep(log: TrackingLog, staging: Path, fs: pyarrow.fs.FileSystem, name:
             "Each nested run is one trial; its tag stop_reason says why it ended.")
     log.start_run(SWEEP_KEY, f"{name} sweep", tags={"mamba_tune.role": "sweep", "mlflow.note.content": note},
                   params=params)
-    tracking = SweepTracking(log, staging, fs, space, name, data_path, train_storage)
+    tracking = SweepTracking(log, staging, space, name, data_path)
     write_text_atomic(staging / "sweep" / "space.yaml", yaml.safe_dump(space_values, sort_keys=False))
     write_text_atomic(staging / "sweep" / "data.json", json.dumps({**data_summary, "baselines": baselines}, indent=1))
     for file in ("space.yaml", "data.json"):
@@ -116,115 +112,80 @@ def _summarise(tracking: SweepTracking, records: list[TrialRecord], interrupted:
     log.end_run(SWEEP_KEY, "KILLED" if interrupted else "FINISHED")
 
 
-ACTIVE: dict[str, SweepTracking] = {}  # sweep id -> this process's live tracking (threads do not pickle)
+@dataclass(frozen=True)
+class TrialEnd:
+    """A trial's end, built once by the sweep (tuning/sweep.py: SweepCallback) for the ledger and for MLflow."""
+
+    record: TrialRecord  # as the ledger holds it
+    history: list[dict[str, Any]]  # every epoch up to its stop, from its checkpoint ([] when none is left)
+    best: Path | None  # its record's best.pt, staged for upload (None: sent already, or it saved none)
+    finished: tuple[TrialRecord, ...]  # every trial the ledger holds, this one included
+
+
+def open_trial(t: SweepTracking, trial_id: str, params: dict[str, Any]) -> None:
+    """The trial's nested run: its parameters and the fixed settings of its training."""
+    run = with_params(t.space.run, params).to_dict()
+    fixed = {f"{section}.{k}": v for section, values in run.items() for k, v in values.items()
+             if not (section == "train" and k in SEARCHABLE.values())}
+    name = (f"{trial_id} lr {params.get('learning_rate', 0):.2e} wd {params.get('weight_decay', 0):.1e} "
+            f"bs {params.get('batch_size', '-')}")
+    t.log.start_run(trial_id, name, parent=SWEEP_KEY, tags={"trial_id": trial_id, "mamba_tune.role": "trial"},
+                    params={**params, **fixed})
+    t.open_trials.add(trial_id)
+
+
+def log_trial_epoch(t: SweepTracking, trial_id: str, params: dict[str, Any], result: dict[str, Any]) -> None:
+    """An epoch's metrics (the run is opened first if this driver has not yet: a resumed trial)."""
+    if trial_id not in t.open_trials:
+        open_trial(t, trial_id, params)
+    if "epoch" in result:
+        t.log.log_epoch(trial_id, result["epoch"], _epoch_metrics(result))
+
+
+def end_trial(t: SweepTracking, params: dict[str, Any], end: TrialEnd) -> None:
+    """Its end: epochs not yet sent, tags, best.pt, config.yaml and loss curve; the sweep's running summary.
+
+    For a trial ended again after a killed driver the same writes are sent again, in case that driver had
+    not sent them (every write is idempotent).
+    """
+    record, key = end.record, end.record.trial_id
+    if key not in t.open_trials:
+        open_trial(t, key, params)
+    t.open_trials.discard(key)
+    reason, epoch = record.stop_reason, record.stop_epoch
+    for metrics in end.history:  # epochs an earlier driver reported but never sent (killed): sent now, once
+        t.log.log_epoch(key, metrics["epoch"], _epoch_metrics(metrics))
+    t.log.set_tags(key, {"stop_reason": reason, "stop_epoch": epoch, "best_epoch": record.best_epoch})
+    if end.best is not None:
+        t.log.log_artifact(key, end.best, "checkpoint", remove_after=True)
+    folder = t.staging / key
+    config = with_params(t.space.run, params)
+    config.write_yaml(folder / "config.yaml", train_command(t.data_path, Path("config.yaml")),
+                      (f"Trial {key} of sweep {t.name}; ended {reason} at epoch {epoch}.",))
+    t.log.log_artifact(key, folder / "config.yaml", remove_after=True)
+    if end.history:
+        loss_curve(end.history, folder / "loss_curve.png", f"trial {key}: ended {reason} at epoch {epoch}")
+        t.log.log_artifact(key, folder / "loss_curve.png", remove_after=True)
+    t.log.end_run(key, RUN_STATUS[reason])
+    best_trial = best_record(list(end.finished))
+    summary = {"trials_finished": len(end.finished)}
+    if best_trial is not None:
+        summary["best_val_loss"] = best_trial.best_val_loss
+    t.log.log_epoch(SWEEP_KEY, len(end.finished), summary, int(time.time() * 1000))
 
 
 class TrackingCallback(ray.tune.Callback):
-    """Logs each trial to its nested MLflow run: params at start, metrics every epoch, artifacts at the end.
-
-    Tune pickles its callbacks with the experiment and restores them on resume, so this one holds
-    only the sweep's id; the live SweepTracking is looked up in ACTIVE, where `run` put it.
-    """
-
-    def __init__(self, sweep_id: str, ledger_path: Path) -> None:
-        self.sweep_id, self.ledger_path = sweep_id, ledger_path
-        self.checkpoints: dict[str, str] = {}  # trial id -> its latest checkpoint folder in the storage
-        self.staged_by_ledger = True  # SweepCallback stages each record's best.pt (trial_files.staged_best)
-
-    def __setstate__(self, state: dict[str, Any]) -> None:  # a sweep saved by an older version: it did not
-        self.__dict__.update({"staged_by_ledger": False, **state})
-
-    @property
-    def tracking(self) -> SweepTracking:
-        return ACTIVE[self.sweep_id]
-
-    def on_trial_start(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
-        with _never_stops_the_sweep("start", trial):
-            if trial.trial_id in Ledger(self.ledger_path).records:  # ended before a driver was killed
-                self.tracking.done_before.add(trial.trial_id)
-                return
-            self._open(trial)
-
-    def on_trial_result(self, iteration: int, trials: list[Trial], trial: Trial, result: dict, **info: Any) -> None:
-        with _never_stops_the_sweep("an epoch", trial):
-            if trial.trial_id in self.tracking.done_before:
-                return
-            if trial.trial_id not in self.tracking.open_trials:
-                self._open(trial)
-            if result.get("checkpoint_path"):
-                self.checkpoints[trial.trial_id] = result["checkpoint_path"]
-            if "epoch" in result:
-                self.tracking.log.log_epoch(trial.trial_id, result["epoch"], _epoch_metrics(result))
-
-    def on_trial_complete(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
-        with _never_stops_the_sweep("the end", trial):
-            self._finish(trial, errored=False)
-
-    def on_trial_error(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
-        with _never_stops_the_sweep("the end", trial):
-            self._finish(trial, errored=True)
-
-    def _open(self, trial: Trial) -> None:
-        t = self.tracking
-        params = dict(trial.config)
-        run = with_params(t.space.run, params).to_dict()
-        fixed = {f"{section}.{k}": v for section, values in run.items() for k, v in values.items()
-                 if not (section == "train" and k in SEARCHABLE.values())}
-        name = (f"{trial.trial_id} lr {params.get('learning_rate', 0):.2e} wd {params.get('weight_decay', 0):.1e} "
-                f"bs {params.get('batch_size', '-')}")
-        t.log.start_run(trial.trial_id, name, parent=SWEEP_KEY, tags={"trial_id": trial.trial_id,
-                                                                      "mamba_tune.role": "trial"},
-                        params={**params, **fixed})
-        t.open_trials.add(trial.trial_id)
-
-    def _finish(self, trial: Trial, errored: bool) -> None:
-        """Its end, from the ledger's record (for a trial ended again after a killed driver: sent again, the
-        same writes, in case the killed driver had not sent them)."""
-        t, key = self.tracking, trial.trial_id
-        if key not in t.open_trials:
-            self._open(trial)
-        t.open_trials.discard(key)
-        last = trial.last_result or {}
-        records = Ledger(self.ledger_path).records  # SweepCallback, called first, has recorded this trial
-        record = records.get(key)
-        reason, epoch = ((record.stop_reason, record.stop_epoch) if record else
-                         stop_reason(t.space.gate, t.space.scheduler.max_epochs, last or None, errored))
-        checkpoint, history = final_checkpoint(t.fs, self.checkpoints.get(key) or last.get("checkpoint_path"),
-                                               t.train_storage, key, epoch)
-        for metrics in history:  # epochs an earlier driver reported but never sent (killed): sent now, once
-            t.log.log_epoch(key, metrics["epoch"], _epoch_metrics(metrics))
-        t.log.set_tags(key, {"stop_reason": reason, "stop_epoch": epoch,
-                             "best_epoch": record.best_epoch if record else last.get("best_epoch", 0)})
-        folder, best = t.staging / key, staged_best(t.staging, key)
-        if not self.staged_by_ledger:
-            best = copy_file(t.fs, checkpoint, "best.pt", best)
-        elif not best.exists():  # sent before a driver was killed (or the trial left no checkpoint)
-            best = None
-        if best is not None:
-            t.log.log_artifact(key, best, "checkpoint", remove_after=True)
-        config = with_params(t.space.run, dict(trial.config))
-        config.write_yaml(folder / "config.yaml", train_command(t.data_path, Path("config.yaml")),
-                          (f"Trial {key} of sweep {t.name}; ended {reason} at epoch {epoch}.",))
-        t.log.log_artifact(key, folder / "config.yaml", remove_after=True)
-        if history:
-            loss_curve(history, folder / "loss_curve.png", f"trial {key}: ended {reason} at epoch {epoch}")
-            t.log.log_artifact(key, folder / "loss_curve.png", remove_after=True)
-        t.log.end_run(key, RUN_STATUS[reason])
-        finished = list(records.values())
-        best_trial = best_record(finished)
-        summary = {"trials_finished": len(finished)}
-        if best_trial is not None:
-            summary["best_val_loss"] = best_trial.best_val_loss
-        t.log.log_epoch(SWEEP_KEY, len(finished), summary, int(time.time() * 1000))
+    """Held by sweeps an earlier version saved (Ray Tune restores its callbacks with the sweep): it did
+    the MLflow half of a trial's life, which SweepCallback does now. Restored, it does nothing."""
 
 
 @contextmanager
-def _never_stops_the_sweep(what: str, trial: Trial) -> Iterator[None]:
-    """Preparing a write can fail here (a full disk, unreadable storage): say so; training goes on."""
+def never_stops_the_sweep(what: str, trial_id: str) -> Iterator[None]:
+    """Preparing a write can fail (a full disk, unreadable storage): say so; training goes on."""
     try:
         yield
     except Exception as exc:  # noqa: BLE001 - tracking must not end the sweep
-        note(f"tracking: could not log {what} of trial {trial.trial_id} ({first_line(exc)}); the sweep goes on")
+        note(f"tracking: could not log {what} of trial {trial_id} ({first_line(exc)}); the sweep goes on")
 
 
 
