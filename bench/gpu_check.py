@@ -41,7 +41,7 @@ from model.precision import autocast  # noqa: E402
 from model.step_memory import CUDA_CONTEXT_BYTES, MB, step_peak_bytes  # noqa: E402
 from model.synth import synth_bars  # noqa: E402
 from model.train import TrainConfig, fit  # noqa: E402
-from tuning.memory_probe import trials_per_gpu  # noqa: E402
+from tuning.sweep.memory_probe import trials_per_gpu  # noqa: E402
 
 BARS = 21_600  # the original system: 180 days of ES bars
 TOLERANCE = {"fp32": {"rtol": 1e-3, "atol": 1e-3}, "bf16": {"rtol": 3e-2, "atol": 3e-2}}

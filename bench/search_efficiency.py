@@ -3,7 +3,7 @@
 Run by hand:  .venv/bin/python bench/search_efficiency.py [--configs 16] [--max-epochs 20]
 One fixed set of configurations (the space's initial point, then seeded random samples)
 is trained to max epochs once with fit(), recording every epoch's val_loss and seconds.
-The same curves are then replayed through the sweep's own scheduler (tuning/scheduler.py:
+The same curves are then replayed through the sweep's own scheduler (tuning/search/scheduler.py:
 ASHA behind the gate), trials starting in order as `concurrency` slots free up, in the
 recorded seconds. Prints JSON: epochs spent with early stopping against the full budget,
 and the regret of the best val_loss the stopped sweep keeps against the full-budget best.
@@ -28,9 +28,9 @@ from ray.tune.schedulers import TrialScheduler  # noqa: E402
 from model.data import load_dataset  # noqa: E402
 from model.synth import synth_bars  # noqa: E402
 from model.train import fit  # noqa: E402
-from tuning.scheduler import GatedASHA  # noqa: E402
-from tuning.searcher import optuna_space  # noqa: E402
-from tuning.space import load_space, with_params  # noqa: E402
+from tuning.search.scheduler import GatedASHA  # noqa: E402
+from tuning.search.searcher import optuna_space  # noqa: E402
+from tuning.search.space import load_space, with_params  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -20,9 +20,9 @@ import pyarrow.parquet as pq  # noqa: E402
 
 from model.data import load_dataset  # noqa: E402
 from model.synth import synth_bars  # noqa: E402
-from tuning import sweep  # noqa: E402
-from tuning.space import load_space  # noqa: E402
-from tuning.tracking_store import open_store, resolve_store  # noqa: E402
+from tuning.search.space import load_space  # noqa: E402
+from tuning.sweep import session  # noqa: E402
+from tuning.tracking.store import open_store, resolve_store  # noqa: E402
 from tuning.yaml_io import read_yaml  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,15 +40,15 @@ def main() -> None:
         bars = Path(folder) / "bars.parquet"
         pq.write_table(synth_bars(args.bars, seed=0), bars)
         data = load_dataset(bars, space.run.data)
-        paths = sweep.sweep_paths(str(Path(folder) / "sweeps"), space.name)
+        paths = session.sweep_paths(str(Path(folder) / "sweeps"), space.name)
         store = resolve_store(f"sqlite:///{folder}/mlflow/mlflow.db")
         client = open_store(store)
-        sweep.start_ray(None)
-        plan = sweep.cluster_plan(space)
-        manifest = sweep.write_manifest(paths, bars, read_yaml(args.space, "space"), trials, data, store.uri)
-        tracking = sweep.open_tracking(store, client, paths, manifest, space, data, plan)
-        outcome = sweep.run(paths, space, data, trials, plan, tracking)
-        sweep.ray.shutdown()
+        session.start_ray(None)
+        plan = session.cluster_plan(space)
+        manifest = session.write_manifest(paths, bars, read_yaml(args.space, "space"), trials, data, store.uri)
+        tracking = session.open_tracking(store, client, paths, manifest, space, data, plan)
+        outcome = session.run(paths, space, data, trials, plan, tracking)
+        session.ray.shutdown()
     in_loop = sum(r.train_s for r in outcome.records)
     ideal = in_loop / plan.concurrency
     print(json.dumps({

@@ -30,9 +30,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from model.config import ModelConfig  # noqa: E402
 from model.forecaster import Forecaster  # noqa: E402
-from tuning.plots import loss_curve  # noqa: E402
-from tuning.tracking_log import SWEEP_KEY, TrackingLog  # noqa: E402
-from tuning.tracking_store import EPOCH_METRICS, open_store, resolve_store  # noqa: E402
+from tuning.tracking.log import SWEEP_KEY, TrackingLog  # noqa: E402
+from tuning.tracking.plots import loss_curve  # noqa: E402
+from tuning.tracking.store import EPOCH_METRICS, open_store, resolve_store  # noqa: E402
 
 
 def measure(uri: str, folder: Path, epochs: int, trials: int) -> dict:

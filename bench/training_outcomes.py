@@ -37,7 +37,7 @@ from model.train import FitResult, TrainConfig, fit  # noqa: E402
 from tests.reliability.test_load import LOAD_SPACE  # noqa: E402
 from tests.reliability.test_trial_faults import DIVERGING, DIVERGING_LR, HEALTHY_LR  # noqa: E402
 from tests.tuning.sweeps import SPACE, space_values  # noqa: E402
-from tuning.space import parse_space, with_params  # noqa: E402
+from tuning.search.space import parse_space, with_params  # noqa: E402
 
 
 def trial(space: dict[str, Any], params: dict[str, Any], data: Dataset, epochs: int | None = None,
@@ -65,8 +65,8 @@ def outcome(test: str, what: str, value: float, limit: float, below: bool = True
 
 
 def session_sweep(data: Dataset) -> list[dict[str, Any]]:
-    """tests/tuning/test_sweep.py: trial 1 passes the gate, trial 2 does not, trial 3 passes it and ASHA stops it."""
-    test, gate = "tests/tuning/test_sweep.py (and every sweep whose initial point is trial 1)", SPACE["gate"]
+    """tests/tuning/sweep/test_session.py: trial 1 passes the gate, trial 2 does not, trial 3 does, ASHA stops it."""
+    test, gate = "tests/tuning/sweep/test_session.py (and every sweep whose initial point is trial 1)", SPACE["gate"]
     first, slow, third = (trial(SPACE, p, data) for p in SPACE["initial"])
     limit = gate["ratio_to_e0"]
     return [
@@ -80,11 +80,11 @@ def session_sweep(data: Dataset) -> list[dict[str, Any]]:
 
 
 def reproduction(data: Dataset) -> list[dict[str, Any]]:
-    """tests/tuning/test_sweep.py: `train` (every core) reproduces the trial (one thread) within rtol 1e-3."""
+    """tests/tuning/sweep/test_session.py: `train` (every core) reproduces the trial (one thread) within rtol 1e-3."""
     params = SPACE["initial"][0]
     one, many = trial(SPACE, params, data, threads=1), trial(SPACE, params, data, threads=os.cpu_count() or 1)
     drift = abs(many.best_val_loss - one.best_val_loss) / one.best_val_loss
-    return [outcome("tests/tuning/test_sweep.py", "best val, 1 thread against all cores: relative difference",
+    return [outcome("tests/tuning/sweep/test_session.py", "best val, 1 thread against all cores: relative difference",
                     drift, 1e-3)]
 
 

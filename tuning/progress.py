@@ -1,7 +1,7 @@
 """The sweep's progress events: what happened, as typed records, for whoever shows progress.
 
 The sweep publishes them on the `mamba_tune.sweep` logger (nothing in the sweep prints); the CLI's
-handler (tuning/cli_sweep.py) turns each into a line. A logger, not a callback: Ray Tune's callbacks
+handler (tuning/cli/sweep.py) turns each into a line. A logger, not a callback: Ray Tune's callbacks
 are pickled with the sweep, and the events must reach this driver's CLI, not an old one's.
 """
 
@@ -11,7 +11,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from tuning.ledger import TrialRecord
+from tuning.search.ledger import TrialRecord
 
 LOGGER = "mamba_tune.sweep"
 _events = logging.getLogger(LOGGER)

@@ -13,9 +13,9 @@ import ray.autoscaler
 import yaml
 from ray.autoscaler._private.util import prepare_config, validate_config
 
-from tuning.autoscaler import autoscaled_nodes, launchable_nodes
-from tuning.resources import fullest_plan
-from tuning.space import ResourceConfig
+from tuning.cluster.autoscaler import autoscaled_nodes, launchable_nodes
+from tuning.search.resources import fullest_plan
+from tuning.search.space import ResourceConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = json.loads((Path(ray.autoscaler.__file__).parent / "ray-schema.json").read_text())

@@ -9,9 +9,9 @@ from model.bars import DataError
 from model.checkpoint import CheckpointError
 from model.errors import InputError
 from model.training import ResumeMismatch
-from tuning import cli
+from tuning.cli import main as cli
 from tuning.errors import UsageError
-from tuning.resources import ResourceError
+from tuning.search.resources import ResourceError
 from tuning.yaml_io import ConfigError
 
 

@@ -138,8 +138,8 @@ def test_resume_and_best_of_an_unknown_sweep_are_one_line_exit_2(tmp_path):
 def test_best_before_any_trial_finished_is_one_line_exit_2(bars, tmp_path):
     """A sweep stopped before its first trial ended: its folder has the manifest and no ledger yet."""
     from model.data import load_dataset
-    from tuning.space import load_space
-    from tuning.sweep import sweep_paths, write_manifest
+    from tuning.search.space import load_space
+    from tuning.sweep.session import sweep_paths, write_manifest
 
     space_file = write_space(tmp_path)
     space = load_space(space_file)

@@ -14,7 +14,7 @@ from ray.tune import ExperimentAnalysis
 from tests.cli import run_cli
 from tests.tuning.mlflow_layout import assert_sweep_logged
 from tests.tuning.sweeps import ledger, write_space
-from tuning.searcher import STATES
+from tuning.search.searcher import STATES
 
 pytestmark = [pytest.mark.integration, pytest.mark.load]
 TRIALS = 64

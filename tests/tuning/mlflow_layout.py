@@ -1,4 +1,4 @@
-"""What a sweep must look like in MLflow, read back with the MLflow client (see tuning/tracking.py)."""
+"""What a sweep must look like in MLflow, read back with the MLflow client (see tuning/tracking/runs.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import torch
 from mlflow import MlflowClient
 
 from model.checkpoint import load_checkpoint
-from tuning.tracking_store import EPOCH_METRICS
+from tuning.tracking.store import EPOCH_METRICS
 
 TRIAL_ARTIFACTS = {"checkpoint/best.pt", "config.yaml", "loss_curve.png"}
 SWEEP_ARTIFACTS = {"space.yaml", "data.json", "leaderboard.json", "val_loss_curves.png",

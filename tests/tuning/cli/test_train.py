@@ -1,0 +1,165 @@
+"""`mamba-tune train` end to end: files in --out, resume, and one-line errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+import yaml
+
+from tests.cli import assert_one_line_error, run_cli
+from tuning.search.recipe import TrainingRecipe
+
+SMALL = {
+    "data": {"window": 32, "horizon": 6},
+    "model": {"d_model": 32, "n_layers": 2, "d_state": 16, "headdim": 16, "chunk_size": 16},
+    "train": {"epochs": 2, "batch_size": 64, "lr": 0.003},
+}
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory):
+    """A folder with bars.parquet and small.yaml, made through the CLI."""
+
+
+    folder = tmp_path_factory.mktemp("train")
+    assert run_cli("data", "synth", "--out", folder / "bars.parquet", "--bars", "1500").returncode == 0
+    (folder / "small.yaml").write_text(yaml.safe_dump(SMALL))
+    return folder
+
+
+def test_cli_train_writes_config_metrics_and_checkpoints(workspace):
+    out = workspace / "run"
+    done = run_cli("train", "--data", workspace / "bars.parquet", "--config", workspace / "small.yaml", "--out", out)
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["best.pt", "config.yaml", "last.pt", "metrics.json"]
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert [m["epoch"] for m in metrics] == [0, 1, 2]
+    saved = TrainingRecipe.from_yaml(out / "config.yaml")
+    assert saved == TrainingRecipe.from_dict(SMALL)
+    assert (out / "config.yaml").read_text().startswith("# mamba-tune run configuration. Run it with:\n#   mamba-tune train")
+    for label in ("status         completed at epoch 2", "best val loss", "vs baselines   persistence", "overfit ratio"):
+        assert label in done.stdout
+    assert "epoch   0/2" in done.stdout and "before training (E0)" in done.stdout
+
+
+def test_cli_train_never_overwrites_a_run_and_resumes_it(workspace):
+    out = workspace / "kept"
+    args = ("train", "--data", workspace / "bars.parquet", "--config", workspace / "small.yaml", "--out", out)
+    assert run_cli(*args).returncode == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert_one_line_error(run_cli(*args), f"{out} already holds a training run, which is never overwritten")
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert_one_line_error(run_cli(*args, "--resume"), "--resume continues the run exactly as configured")
+    done = run_cli("train", "--data", workspace / "bars.parquet", "--out", out, "--resume")
+    assert done.returncode == 0, done.stderr  # already complete: nothing more to train
+    assert json.loads((out / "metrics.json").read_text()) == json.loads(before["metrics.json"])
+
+
+def test_cli_train_overrides_apply_and_are_validated(workspace):
+    out = workspace / "override"
+    done = run_cli("train", "--data", workspace / "bars.parquet", "--config", workspace / "small.yaml",
+                   "--epochs", "1", "--lr", "0.001", "--batch-size", "128", "--out", out)
+    assert done.returncode == 0, done.stderr
+    saved = TrainingRecipe.from_yaml(out / "config.yaml").train
+    assert (saved.epochs, saved.lr, saved.batch_size) == (1, 0.001, 128)
+
+
+@pytest.mark.parametrize(
+    ("extra", "config_text", "match"),
+    [
+        (["--lr", "-1"], None, "train: lr must be in (0, 1), got -1.0"),
+        (["--batch-size", "0"], None, "train: batch_size must be a positive integer, got 0"),
+        ([], "data: {window: 32\n", "{config}: invalid YAML at line 2"),
+        ([], "model: {d_modle: 32}\n", "{config}: model: unknown model setting 'd_modle'; allowed:"),
+        ([], "optimizer: {}\n", "{config}: unknown section 'optimizer'; allowed: data, model, train"),
+        ([], "model: {headdim: 48}\n", "{config}: model: headdim must divide expand*d_model"),
+        ([], "data: {window: 5000}\n", "{data}: 1500 bars are too few"),
+        (["--resume"], None, "{out} holds no checkpoint (last.pt) to resume"),
+        ([], "model: {backend: mamba_ssm}\n", "backend 'mamba_ssm' cannot run"),
+        ([], "train: {eps: .nan}\n", "{config}: train: eps must be a positive number, got nan"),
+        ([], "model: {rmsnorm: 'no'}\n", "{config}: model: rmsnorm must be true or false, got 'no'"),
+        ([], "data: {columns: {timestamp: 5}}\n", "{config}: data: columns must map bar fields"),
+    ],
+)
+def test_cli_train_bad_input_is_one_line_exit_2(workspace, tmp_path, extra, config_text, match):
+    config = tmp_path / "c.yaml"
+    config.write_text(config_text or yaml.safe_dump(SMALL))
+    out = tmp_path / "out"
+    args = ["train", "--data", workspace / "bars.parquet", "--out", out, *extra]
+    if "--resume" not in extra:
+        args += ["--config", config]
+    done = run_cli(*args)
+    assert_one_line_error(done, match.format(config=config, data=workspace / "bars.parquet", out=out))
+
+
+def test_cli_train_missing_data_file_is_one_line_exit_2(tmp_path):
+    assert_one_line_error(run_cli("train", "--data", tmp_path / "nope.parquet", "--out", tmp_path / "o"),
+                          f"{tmp_path / 'nope.parquet'}: no such file")
+
+
+def test_cli_train_interrupted_then_resumed_finishes_the_run(workspace):
+    """Ctrl-C after epoch 1, then --resume: every epoch exactly once in metrics.json."""
+    import signal
+    import subprocess
+    import time
+
+    from tests.cli import ROOT, cli_command, cli_env
+
+    out = workspace / "interrupted"
+    config = workspace / "long.yaml"
+    config.write_text(yaml.safe_dump({**SMALL, "train": {**SMALL["train"], "epochs": 40}}))  # outlasts the polling
+    args = ["train", "--data", workspace / "bars.parquet", "--out", out]
+    running = subprocess.Popen(cli_command(*args, "--config", config), cwd=ROOT, env=cli_env(),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,  # Ctrl-C as in a terminal,
+                               # even when the suite runs with &
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        metrics = out / "metrics.json"
+        if metrics.exists() and any(m["epoch"] >= 1 for m in json.loads(metrics.read_text())):
+            break
+        time.sleep(0.2)
+    running.send_signal(signal.SIGINT)
+    _, stderr = running.communicate(timeout=120)
+    assert running.returncode == 130, stderr
+    assert stderr.strip() == f"interrupted; continue with --resume --out {out}"
+    done = run_cli(*args, "--resume")
+    assert done.returncode == 0, done.stderr
+    assert [m["epoch"] for m in json.loads((out / "metrics.json").read_text())] == list(range(41))
+
+
+def test_cli_train_out_that_is_a_file_is_one_line_exit_2(workspace, tmp_path):
+    out = tmp_path / "taken"
+    out.write_text("not a folder")
+    assert_one_line_error(run_cli("train", "--data", workspace / "bars.parquet", "--out", out),
+                          f"--out {out} is a file, the output must be a folder")
+    assert out.read_text() == "not a folder"
+
+
+def test_cli_train_resume_from_a_damaged_checkpoint_is_one_line_exit_2(workspace):
+    out = workspace / "damaged"
+    assert run_cli("train", "--data", workspace / "bars.parquet", "--config", workspace / "small.yaml",
+                   "--epochs", "1", "--out", out).returncode == 0
+    (out / "last.pt").write_bytes((out / "last.pt").read_bytes()[:100])
+    assert_one_line_error(run_cli("train", "--data", workspace / "bars.parquet", "--out", out, "--resume"),
+                          f"{out / 'last.pt'}: cannot load the checkpoint")
+
+
+def test_cli_train_resume_on_other_data_is_one_line_exit_2(workspace, tmp_path):
+    out = workspace / "mismatch"
+    assert run_cli("train", "--data", workspace / "bars.parquet", "--config", workspace / "small.yaml",
+                   "--epochs", "1", "--out", out).returncode == 0
+    other = tmp_path / "other.parquet"
+    run_cli("data", "synth", "--out", other, "--bars", "1500", "--seed", "5")
+    assert_one_line_error(run_cli("train", "--data", other, "--out", out, "--resume"),
+                          f"{out / 'last.pt'} was trained with other data")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="on a CUDA GPU machine --device cuda is valid")
+def test_cli_train_cuda_without_a_gpu_is_refused_before_any_work(workspace, tmp_path):
+    out = tmp_path / "cuda"
+    assert_one_line_error(run_cli("train", "--data", workspace / "bars.parquet", "--device", "cuda", "--out", out),
+                          "device 'cuda' was asked for but no CUDA GPU is available")
+    assert not out.exists()

@@ -1,0 +1,36 @@
+"""TrainingRecipe: the YAML a run is configured by, written and read back."""
+
+from __future__ import annotations
+
+import pytest
+
+from tuning.search.recipe import ConfigError, TrainingRecipe
+
+
+def test_recipe_round_trips_through_yaml(tmp_path):
+    config = TrainingRecipe.from_dict({"data": {"target": "return", "columns": {"timestamp": "ts_event"}},
+                                  "model": {"d_model": 64}, "train": {"lr": 0.001, "betas": [0.9, 0.95]}})
+    config.write_yaml(tmp_path / "c.yaml", "mamba-tune train --data x --config c.yaml")
+    assert TrainingRecipe.from_yaml(tmp_path / "c.yaml") == config
+
+
+def test_recipe_defaults_are_the_original_system():
+    train = TrainingRecipe().train
+    assert (train.lr, train.weight_decay, train.batch_size, train.epochs, train.eps, train.grad_clip) == (
+        5e-5, 1e-4, 512, 50, 1e-8, 1.0)
+    assert TrainingRecipe().data.val_fraction == 0.2
+
+
+def test_recipe_replace_validates():
+    with pytest.raises(ConfigError, match=r"train: epochs must be a positive integer, got -2"):
+        TrainingRecipe().replace("train", epochs=-2)
+
+
+def test_recipe_section_must_be_a_mapping():
+    with pytest.raises(ConfigError, match=r"config: section 'train' must be a mapping of settings"):
+        TrainingRecipe.from_dict({"train": [1, 2]})
+
+
+def test_recipe_unreadable_file_says_so(tmp_path):
+    with pytest.raises(ConfigError, match=r"cannot read the config"):
+        TrainingRecipe.from_yaml(tmp_path / "missing.yaml")

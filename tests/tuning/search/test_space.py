@@ -1,0 +1,115 @@
+"""Search-space YAML: the shipped spaces load; each problem is one clear error."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tuning.search.space import Choice, FloatRange, load_space
+from tuning.yaml_io import ConfigError, parse_yaml
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def test_space_default_is_the_original_system_workload():
+    space = load_space(ROOT / "search_spaces/default.yaml")
+    assert space.search["learning_rate"] == FloatRange(1e-5, 1e-2, log=True)
+    assert space.search["batch_size"] == Choice((128, 256, 512, 1024))
+    assert space.initial == ({"learning_rate": 5e-5, "weight_decay": 1e-4, "batch_size": 512},)
+    assert (space.scheduler.max_epochs, space.gate.epoch, space.gate.ratio_to_e0) == (50, 15, 0.9)
+    assert space.run.train.epochs == 50 and space.run.data.val_fraction == 0.2
+
+
+def test_space_smoke_loads_and_is_small():
+    space = load_space(ROOT / "search_spaces/smoke.yaml")
+    assert space.scheduler.max_epochs <= 6 and space.gate.epoch < space.scheduler.max_epochs
+    assert space.run.model.d_model == 32
+
+
+@pytest.mark.parametrize("name", ["default.yaml", "smoke.yaml"])
+def test_space_files_open_with_the_command_that_runs_them(name):
+    text = (ROOT / "search_spaces" / name).read_text()
+    assert f"mamba-tune sweep --data bars.parquet --space search_spaces/{name}" in text.split("\nname:")[0]
+
+
+def write(tmp_path, change):
+    """The smoke space with `change` applied (dotted keys; None deletes)."""
+    values = parse_yaml((ROOT / "search_spaces/smoke.yaml").read_text(), "smoke.yaml")
+    for dotted, value in change.items():
+        *parents, last = dotted.split(".")
+        node = values
+        for key in parents:
+            node = node[key]
+        if value is None:
+            del node[last]
+        else:
+            node[last] = value
+    path = tmp_path / "space.yaml"
+    path.write_text(yaml.safe_dump(values))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("change", "match"),
+    [
+        ({"trails": 8}, r"unknown key 'trails' in the top level; allowed: name, trials"),
+        ({"search.momentum": {"low": 0.1, "high": 0.9}}, r"unknown key 'momentum' in search; allowed: learning_rate"),
+        ({"search.learning_rate": {"low": 0.1, "high": 0.01, "log": True}}, r"search.learning_rate: low 0.1 must be below high 0.01"),
+        ({"search.weight_decay": {"low": 0.0, "high": 0.1, "log": True}}, r"search.weight_decay: a log scale needs low > 0, got 0.0"),
+        ({"search.batch_size": {"choices": []}}, r"search.batch_size.choices must be a non-empty list, got \[\]"),
+        ({"search.batch_size": {"choices": [64, "big"]}}, r"search.batch_size.choices must be positive integers"),
+        ({"search.batch_size": {"low": 64, "high": 512}}, r"search.batch_size must be a choice list"),
+        ({"search.learning_rate": {"low": "fast", "high": 0.1}}, r"search.learning_rate needs numeric low and high"),
+        ({"gate.epoch": 7}, r"gate.epoch 7 is beyond scheduler.max_epochs 6, the gate would never be reached"),
+        ({"gate.ratio_to_e0": -0.5}, r"gate: ratio_to_e0 must be a positive number, got -0.5"),
+        ({"scheduler.reduction_factor": 1}, r"scheduler: reduction_factor must be at least 2, got 1"),
+        ({"scheduler.grace_period": 9}, r"scheduler: grace_period 9 is beyond max_epochs 6"),
+        ({"scheduler.patience": 3}, r"unknown key 'patience' in scheduler; allowed: max_epochs, grace_period"),
+        ({"trials": 0}, r"trials must be a positive integer, got 0"),
+        ({"resources.workers": 0}, r"resources: workers must be a positive integer, got 0"),
+        ({"resources.gpus_per_trial": -1}, r"resources: gpus_per_trial must be a number >= 0 or auto, got -1"),
+        ({"resources.gpus_per_trial": float("nan")}, r"resources: gpus_per_trial must be a number >= 0 or auto, got nan"),
+        ({"resources.gpus_per_trial": "max"}, r"resources: gpus_per_trial must be a number >= 0 or auto, got 'max'"),
+        ({"resources.cpus_per_worker": "2"}, r"resources: cpus_per_worker must be a positive number, got '2'"),
+        ({"search.learning_rate": {"low": 0.1, "high": 2.0}}, r"search.learning_rate: low and high must lie in \(0, 1\)"),
+        ({"search.learning_rate": {"low": 1e-4, "high": 1e-2, "log": "false"}}, r"search.learning_rate.log must be true or false, got 'false'"),
+        ({"search.weight_decay": {"choices": [0.0, 1.5]}}, r"search.weight_decay.choices must be numbers in \[0, 1\)"),
+        ({"initial": {"learning_rate": 1e-3}}, r"initial must be a list of configurations"),
+        ({"initial": [{"batch_size": True}]}, r"initial\[0\].batch_size = True lies outside search.batch_size"),
+        ({"run.train.epochs": 3}, r"run.train.epochs is set by scheduler.max_epochs; remove it"),
+        ({"initial": [{"learning_rate": 0.5}]}, r"initial\[0\].learning_rate = 0.5 lies outside search.learning_rate"),
+        ({"initial": [{"batch_size": 100}]}, r"initial\[0\].batch_size = 100 lies outside search.batch_size"),
+        ({"run.model.headdim": 24}, r"run: model: headdim must divide expand\*d_model"),
+        ({"run.train.lr": 2.0}, r"run: train: lr must be in \(0, 1\), got 2.0"),
+        ({"name": "has space"}, r"name must be letters, digits, '-' or '_', got 'has space'"),
+        ({"resources.custom": ["a100"]}, r"resources: custom must be a mapping of resource name to amount"),
+        ({"resources.custom": {"GPU": 1}}, r"resources: custom: 'GPU' is not a custom resource name"),
+        ({"resources.custom": {"node:__internal_head__": 1}}, r"custom: 'node:__internal_head__' is not a custom"),
+        ({"resources.custom": {"a100": 0}}, r"resources: custom: a100 must be a positive number, got 0"),
+    ],
+)
+def test_space_rejects_each_problem_with_one_clear_error(tmp_path, change, match):
+    path = write(tmp_path, change)
+    with pytest.raises(ConfigError, match=match) as caught:
+        load_space(path)
+    assert str(caught.value).startswith(str(path)) and "\n" not in str(caught.value)
+
+
+def test_space_weight_decay_choices_may_include_zero(tmp_path):
+    space = load_space(write(tmp_path, {"search.weight_decay": {"choices": [0.0, 0.01]}, "initial": []}))
+    assert space.search["weight_decay"] == Choice((0.0, 0.01))
+
+
+def test_space_yaml_syntax_error_names_the_line(tmp_path):
+    path = tmp_path / "space.yaml"
+    path.write_text("name: x\nsearch: {learning_rate: {low: 1e-5\n")
+    with pytest.raises(ConfigError, match=r"invalid YAML at line 3"):
+        load_space(path)
+
+
+def test_space_reads_exponents_without_a_dot_as_numbers(tmp_path):
+    path = tmp_path / "space.yaml"
+    path.write_text("search:\n  learning_rate: {low: 1e-5, high: 3E-2, log: true}\n")
+    assert load_space(path).search["learning_rate"] == FloatRange(1e-5, 3e-2, log=True)

@@ -1,0 +1,36 @@
+"""sweep.json as a typed SweepManifest: the same JSON as before, and files of older versions still read."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tuning.sweep.manifest import SweepManifest
+
+OLDER = {"name": "t", "data": "/data/bars.parquet", "space": {"name": "t"}, "trials": 5, "ray_storage": "/s/t",
+         "tracking_uri": "sqlite:///m.db", "data_identity": {"n_bars": 1500}, "created": "2026-10-01T12:00:00+00:00"}
+
+
+def test_manifest_round_trips_through_json(tmp_path):
+    manifest = SweepManifest.new("t", tmp_path / "bars.parquet", {"name": "t"}, 5, "/s/t", "sqlite:///m.db",
+                                 {"n_bars": 1500}, {"removed": [1024]})
+    again = SweepManifest.from_dict(json.loads(json.dumps(manifest.to_dict())))
+    assert again == manifest and Path(again.data).is_absolute() and len(again.sweep_id) == 32
+
+
+def test_manifest_writes_the_keys_earlier_versions_wrote():
+    manifest = SweepManifest.from_dict({**OLDER, "sweep_id": "abc"})
+    assert list(manifest.to_dict()) == ["name", "sweep_id", "data", "space", "trials", "ray_storage", "tracking_uri",
+                                        "data_identity", "created"]  # no memory_probe key when none ran
+    assert SweepManifest.from_dict({**OLDER, "sweep_id": "abc", "memory_probe": {"removed": []}}).to_dict()[
+        "memory_probe"] == {"removed": []}
+
+
+def test_manifest_of_a_version_without_sweep_id_takes_its_creation_time():
+    manifest = SweepManifest.from_dict(OLDER)
+    assert manifest.sweep_id == OLDER["created"] and manifest.memory_probe is None
+
+
+def test_manifest_of_a_version_before_tracking_logs_to_the_default_store():
+    older = {k: v for k, v in OLDER.items() if k != "tracking_uri"}
+    assert SweepManifest.from_dict(older).tracking_uri is None

@@ -1,0 +1,51 @@
+"""`mamba-tune doctor`: a preflight of the Ray cluster a sweep will run on. Exit 0 all well, 1 problems, 2 bad input."""
+
+from __future__ import annotations
+
+import argparse
+
+from tuning.sweep_files import DEFAULT_STORAGE
+from tuning.tracking.store import resolve_store
+
+MARKS = {"ok": "ok  ", "warn": "warn", "fail": "FAIL"}
+
+
+def add_command(commands: argparse._SubParsersAction) -> None:
+    doctor = commands.add_parser("doctor", help="check a Ray cluster (or this machine) before a sweep")
+    doctor.add_argument("--address", help="the Ray cluster (auto or HOST:PORT; default: RAY_ADDRESS, else a local "
+                        "Ray started for the check)")
+    doctor.add_argument("--storage", default=DEFAULT_STORAGE,
+                        help=f"the sweep storage to check, a folder or URI (default {DEFAULT_STORAGE})")
+    doctor.add_argument("--tracking-uri", help="the MLflow tracking store to check (default: MLFLOW_TRACKING_URI, "
+                        "else the embedded store in runs/mlflow)")
+    doctor.set_defaults(run=cmd_doctor)
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from tuning.cluster import doctor as checks
+    from tuning.sweep import session
+
+    store = resolve_store(args.tracking_uri)  # a malformed URI is bad input: exit 2 before Ray starts
+    started = session.start_ray(args.address)
+    try:
+        where = "a local Ray started for this check" if started else f"the Ray cluster at {_address()}"
+        print(f"mamba-tune doctor: {where}", flush=True)
+        findings = checks.examine(args.storage, store)
+    finally:
+        if started:
+            session.ray.shutdown()
+    for finding in findings:
+        print(f"  {MARKS[finding.level]}  {finding.text}" + (f"\n        fix: {finding.fix}" if finding.fix else ""))
+    failed = sum(finding.level == "fail" for finding in findings)
+    warned = sum(finding.level == "warn" for finding in findings)
+    if failed:
+        print(f"{failed} problem(s) a sweep would trip on; fix them and run `mamba-tune doctor` again")
+        return 1
+    print("ready for a sweep" + (f" ({warned} warning(s))" if warned else ""))
+    return 0
+
+
+def _address() -> str:
+    import ray
+
+    return ray.get_runtime_context().gcs_address

@@ -1,0 +1,99 @@
+"""`mamba-tune`: the command line. The only place that prints.
+
+Exit codes: 0 success; 1 failure; 2 bad input, reported as one line
+`error: <what>, <rule>, <fix>` on stderr, with no traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from model.errors import InputError
+from tuning.cli import data, doctor, sweep, train, ui
+from tuning.errors import UsageError
+from tuning.yaml_io import ConfigError, parse_yaml
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line instead of the usage block."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(f"{message}; see `{self.prog} --help`")
+
+
+def _parse_overrides(pairs: Sequence[str]) -> dict[str, object]:
+    """["d_model=64", "dt_limit=[0.0, 1.0]"] -> {"d_model": 64, "dt_limit": [0.0, 1.0]} (YAML values)."""
+    values: dict[str, object] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--set {pair!r} is not KEY=VALUE, e.g. --set d_model=64")
+        try:
+            values[key.strip()] = parse_yaml(raw, f"--set {pair!r}")
+        except ConfigError as exc:
+            raise UsageError(str(exc).replace("invalid YAML", "the value is not valid YAML")) from None
+    return values
+
+
+def cmd_model(args: argparse.Namespace) -> int:
+    """Print the Forecaster a configuration builds: dims, parameter counts, backend."""
+    from model.backend import load_fused_kernel
+    from model.config import ModelConfig
+    from model.forecaster import Forecaster
+
+    try:
+        config = ModelConfig.from_dict(_parse_overrides(args.set))
+    except (TypeError, ValueError) as exc:
+        raise UsageError(f"model setting: {exc}") from None
+    model = Forecaster(config)
+    count = sum(p.numel() for p in model.parameters())
+    per_layer = sum(p.numel() for p in model.layers[0].parameters())
+    _, why = load_fused_kernel()
+    print(f"Forecaster: {config.n_layers} Mamba-2 layers, d_model {config.d_model}, d_inner {config.d_inner}, "
+          f"{config.nheads} heads x {config.headdim}, d_state {config.d_state}, ngroups {config.ngroups}, "
+          f"chunk {config.chunk_size}")
+    print(f"inputs: {config.n_features} features per bar -> {config.n_targets} target(s) from the last bar")
+    print(f"parameters: {count:,} ({per_layer:,} per layer)")
+    backend = model.layers[0].mixer.active_backend()
+    print(f"backend here: {backend}" + (f" (mamba_ssm kernels: {why})" if why else ""))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="mamba-tune", description="Tune a Mamba-2 forecaster of market bars.")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    model = commands.add_parser("model", help="show the Forecaster a configuration builds")
+    model.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                       help="override a ModelConfig field, e.g. --set d_model=64 (repeatable)")
+    model.set_defaults(run=cmd_model)
+    data.add_commands(commands)
+    train.add_command(commands)
+    sweep.add_commands(commands)
+    ui.add_command(commands)
+    doctor.add_command(commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = None
+    try:
+        args = build_parser().parse_args(argv)
+        return args.run(args)
+    except InputError as exc:  # every error a user can fix: model/errors.py
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # a path that cannot be written or read: say which, no traceback
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"error: {where}{exc.strerror or exc}, the file system refused; check the path, its permissions "
+              "and free space", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:  # checkpoints are written atomically: the last one is intact
+        hint = f"--resume --out {args.out}" if args is not None and args.command == "train" else None
+        print(f"interrupted{f'; continue with {hint}' if hint else ''}", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

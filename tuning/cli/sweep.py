@@ -1,0 +1,306 @@
+"""`mamba-tune sweep`, `resume` and `best`: run a sweep, continue it, export its best configuration.
+
+Ray, Tune and Optuna are imported only by the commands that use them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import math
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+from tuning.errors import UsageError
+from tuning.progress import LOGGER as PROGRESS_LOGGER
+from tuning.progress import EpochEnded, Note, TrialEnded, TrialStarted, event_of
+from tuning.search.best_config import train_command, write_best_config
+from tuning.search.ledger import Ledger, TrialRecord, best_record, leaderboard
+from tuning.search.space import AUTO, parse_space, valid_name
+from tuning.sweep.manifest import SweepManifest
+from tuning.sweep_files import DEFAULT_STORAGE, LEDGER, MANIFEST, TRACKING_SPOOL, unwritable_reason
+from tuning.tracking.store import open_store, resolve_store
+from tuning.yaml_io import read_yaml
+
+
+def add_commands(commands: argparse._SubParsersAction) -> None:
+    sweep = commands.add_parser("sweep", help="tune learning rate, weight decay and batch size with Ray Tune")
+    sweep.add_argument("--data", required=True, type=Path, help="Parquet file of bars")
+    sweep.add_argument("--space", required=True, type=Path, help="search space YAML, e.g. search_spaces/smoke.yaml")
+    sweep.add_argument("--name", help="the sweep's name (default: the space's name)")
+    sweep.add_argument("--trials", type=int, help="number of trials (default: the space's)")
+    sweep.add_argument("--memory-budget", type=float, metavar="MB",
+                       help="memory a trial worker may use for training: batch sizes whose measured peak exceeds it "
+                       "are dropped before the sweep (default on GPU: the worker's share of its GPU; on CPU: no probe)")
+    sweep.add_argument("--precision", help="fp32 or bf16 for every trial: sets run.train.precision in the space "
+                       "(default: the space's, else fp32; bf16: autocast, float32 parameters and SSM state)")
+    _storage_and_address(sweep)
+    sweep.set_defaults(run=cmd_sweep)
+
+    resume = commands.add_parser("resume", help="continue an interrupted sweep")
+    resume.add_argument("name", help="the sweep's name")
+    _storage_and_address(resume)
+    resume.set_defaults(run=cmd_resume)
+
+    best = commands.add_parser("best", help="write the best trial's configuration for `mamba-tune train --config`")
+    best.add_argument("name", help="the sweep's name")
+    best.add_argument("--storage", default=DEFAULT_STORAGE, help=f"where the sweep lives (default {DEFAULT_STORAGE})")
+    best.add_argument("--out", type=Path, help="output YAML (default: best.yaml in the sweep's folder)")
+    best.add_argument("--force", action="store_true", help="replace an existing --out file")
+    best.set_defaults(run=cmd_best)
+
+
+def _storage_and_address(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--storage", default=DEFAULT_STORAGE,
+                        help=f"folder or URI for results and checkpoints (default {DEFAULT_STORAGE})")
+    parser.add_argument("--address", help="join a running Ray cluster (auto or HOST:PORT; default: RAY_ADDRESS, which "
+                        "`ray job submit` sets, else a local Ray)")
+    parser.add_argument("--tracking-uri", help="MLflow tracking server, http(s)://HOST:PORT (default: "
+                        "MLFLOW_TRACKING_URI, else the embedded store in runs/mlflow; resume: the sweep's own)")
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    space_values = _with_precision(read_yaml(args.space, "search space"), args.precision)
+    space = parse_space(space_values, str(args.space))  # every problem in the YAML before Ray starts
+    name = args.name or space.name
+    if not valid_name(name):
+        raise UsageError(f"--name {name!r}: use letters, digits, '-' or '_'")
+    if args.trials is not None and args.trials < 1:
+        raise UsageError(f"--trials must be a positive integer, got {args.trials}")
+    trials = args.trials or space.trials
+    if args.memory_budget is not None and not (args.memory_budget > 0 and math.isfinite(args.memory_budget)):
+        raise UsageError(f"--memory-budget must be a positive number of MB, got {args.memory_budget:g}")
+    if not args.data.is_file():
+        raise UsageError(f"--data {args.data}: no such file; make one with `mamba-tune data synth --out {args.data}`")
+
+    from model.data import load_dataset
+    from tuning.cluster.shared_storage import check_shared
+    from tuning.sweep import session
+    from tuning.sweep.memory_probe import pack_trials, restrict_space, run_probe
+
+    paths = session.sweep_paths(args.storage, name)
+    session.check_new(paths)
+    if reason := unwritable_reason(paths.folder):
+        raise UsageError(f"--storage {args.storage}: {reason}; choose another --storage")
+    store = resolve_store(args.tracking_uri)
+    client = open_store(store)  # an unreachable tracking server fails here, in seconds, before Ray starts
+    data = load_dataset(args.data, space.run.data)
+    started = session.start_ray(args.address)
+    try:
+        plan = session.cluster_plan(space)
+        check_shared(paths.ray_storage)  # a node-local folder on a cluster: refused before anything is written
+        probe = run_probe(space, data, plan, args.memory_budget)
+        if probe is not None:
+            print(probe.describe(), flush=True)
+            space_values = restrict_space(space_values, probe)  # raises when no batch size fits
+            if space.resources.gpus_per_trial == AUTO:
+                space_values = pack_trials(space_values, probe)
+            space = parse_space(space_values, str(args.space))
+            plan = session.cluster_plan(space)
+        manifest = session.write_manifest(paths, args.data, space_values, trials, data, store.uri, probe)
+        return _run(session, paths, space, data, manifest, plan, (store, client), args.storage, resume=False)
+    finally:
+        if started:
+            session.ray.shutdown()
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    from tuning.cluster.shared_storage import check_shared
+    from tuning.sweep import session
+
+    paths = session.sweep_paths(args.storage, args.name)
+    paths, manifest, space, data = session.load_for_resume(paths)
+    store = resolve_store(args.tracking_uri or manifest.tracking_uri)
+    finished = Ledger(paths.folder / LEDGER).records
+    if len(finished) >= manifest.trials:
+        print(f"sweep {args.name} has finished all {manifest.trials} trials; nothing to resume")
+        session.end_lost_trials(paths)
+        if (paths.folder / TRACKING_SPOOL).exists():  # MLflow writes it could not send: now
+            _unsent(session.send_pending(store, open_store(store), paths, manifest, list(finished)))
+        _print_leaderboard(list(finished.values()))
+        return 0
+    client = open_store(store)  # an unreachable tracking server fails here, before Ray starts
+    started = session.start_ray(args.address)
+    try:
+        plan = session.cluster_plan(space)
+        check_shared(paths.ray_storage)
+        return _run(session, paths, space, data, manifest, plan, (store, client), args.storage, resume=True)
+    finally:
+        if started:
+            session.ray.shutdown()
+
+
+def _with_precision(values: Any, precision: str | None) -> Any:
+    """The space's values with run.train.precision set: the manifest keeps it, so `resume` runs it the same."""
+    run = values.get("run") or {} if isinstance(values, dict) else None
+    if precision is None or not isinstance(run, dict) or not isinstance(run.get("train") or {}, dict):
+        return values  # parse_space says what is wrong with the YAML
+    return {**values, "run": {**run, "train": {**(run.get("train") or {}), "precision": precision}}}
+
+
+def _run(session: Any, paths: Any, space: Any, data: Any, manifest: SweepManifest, plan: Any, tracking: tuple,
+         storage: str, resume: bool) -> int:
+    """Run (or resume) the sweep and print its outcome; Ctrl-C at any point says how to resume it."""
+    resume_hint = f"mamba-tune resume {paths.name}{_storage_flag(storage)}"
+    try:
+        return _run_sweep(session, paths, space, data, manifest, plan, tracking, storage, resume, resume_hint)
+    except KeyboardInterrupt:  # before the sweep could say how many trials finished
+        print(f"interrupted; continue with {resume_hint}", file=sys.stderr)
+        return 130
+
+
+def _run_sweep(session: Any, paths: Any, space: Any, data: Any, manifest: SweepManifest, plan: Any, tracking: tuple,
+               storage: str, resume: bool, resume_hint: str) -> int:
+    trials, (store, client) = manifest.trials, tracking
+    summary = data.summary
+    print(f"sweep {paths.name}: {trials} trials, {plan.describe()}")
+    print(f"data: {summary['n_bars']:,} bars, {summary['n_train']:,} training / {summary['n_val']:,} validation "
+          f"samples; persistence baseline {data.baselines['persistence']:.4f}")
+    print(f"stopping: ASHA (grace {space.scheduler.grace_period}, reduction {space.scheduler.reduction_factor}, "
+          f"max {space.scheduler.max_epochs} epochs), gate at epoch {space.gate.epoch}")
+    print(f"results: {paths.folder} (trials.json; Ray Tune experiment {paths.experiment})")
+    print(f"study:   {paths.study_url}  (browse: optuna-dashboard {paths.study_url})")
+    print(f"mlflow:  experiment {paths.name} in {store.describe()}", flush=True)
+    progress = _Progress(trials)
+    handler = progress.attach()
+    try:
+        opened = session.open_tracking(store, client, paths, manifest, space, data, plan)
+        outcome = session.run(paths, space, data, trials, plan, opened, resume=resume)
+    finally:
+        progress.detach(handler)
+    _unsent(outcome.tracking_unsent)
+    records = outcome.records
+    print()
+    _print_leaderboard(records)
+    if outcome.interrupted:
+        print(f"interrupted with {len(records)} of {trials} trials finished; continue with `{resume_hint}`",
+              file=sys.stderr)
+        return 130
+    best = best_record(records)
+    if best is None:
+        reasons = ", ".join(f"{n} {k}" for k in ("asha", "gate", "nan", "error")
+                            if (n := sum(r.stop_reason == k for r in records)))
+        print(f"error: no trial ran all {space.scheduler.max_epochs} epochs ({reasons}); see "
+              f"{paths.folder}/trials.json, then widen the space or relax the gate", file=sys.stderr)
+        return 1
+    print(f"\nbest: trial {best.trial_id}; export it with `mamba-tune best {paths.name}{_storage_flag(storage)}`")
+    return 0
+
+
+def cmd_best(args: argparse.Namespace) -> int:
+    from tuning.sweep import session
+
+    paths = session.sweep_paths(args.storage, args.name)
+    manifest = session.read_manifest(paths)
+    space = parse_space(manifest.space, str(paths.folder / MANIFEST))
+    records = list(Ledger(paths.folder / LEDGER).records.values())
+    best = best_record(records)
+    if best is None:
+        raise UsageError(f"sweep {args.name!r} has no completed trial yet ({len(records)} finished, none ran all "
+                         f"{space.scheduler.max_epochs} epochs); resume it or widen the space")
+    out = args.out or paths.folder / "best.yaml"
+    if out.exists() and not args.force:
+        raise UsageError(f"{out} exists and is never overwritten by default; pass --force or choose another --out")
+    config = write_best_config(space, best, args.name, manifest.data, out)
+    print(f"wrote {out}: lr {config.train.lr:.3g}, weight decay {config.train.weight_decay:.3g}, "
+          f"batch {config.train.batch_size}, {config.train.epochs} epochs (best val_loss {best.best_val_loss:.4f})")
+    print(f"train it: {train_command(manifest.data, out)}")
+    return 0
+
+
+def _unsent(count: int) -> None:
+    if count:
+        print(f"warning: {count} MLflow write(s) could not be sent and wait in the sweep's folder; "
+              "they are sent by the next `mamba-tune resume` of this sweep, once the store answers", file=sys.stderr)
+
+
+def _storage_flag(storage: str) -> str:
+    return "" if storage == DEFAULT_STORAGE else f" --storage {shlex.quote(storage)}"
+
+
+def _print_leaderboard(records: list[TrialRecord]) -> None:
+    if not records:
+        print("no trial has finished")
+        return
+    print(f"{'rank':<5}{'trial':<14}{'lr':>9}{'wd':>9}{'batch':>7}  {'ended':<14}{'best val':>9}{'@':>4}"
+          f"{'vs E0':>8}{'vs pers.':>9}")
+    for rank, r in enumerate(leaderboard(records), start=1):
+        p = r.params
+        gain = f"{1 - r.best_val_loss / r.e0_val_loss:+.1%}" if _finite(r.best_val_loss, r.e0_val_loss) else "n/a"
+        pers = f"{r.best_val_loss / r.baseline_persistence:.2f}" if _finite(r.best_val_loss,
+                                                                             r.baseline_persistence) else "n/a"
+        ended = f"{r.stop_reason}@{r.stop_epoch}"
+        print(f"{rank:<5}{_short(r.trial_id):<14}{p.get('learning_rate', math.nan):>9.2e}"
+              f"{p.get('weight_decay', math.nan):>9.2e}{p.get('batch_size', '-'):>7}  "
+              f"{ended:<14}{r.best_val_loss:>9.4f}{r.best_epoch:>4}{gain:>8}{pers:>9}")
+
+
+def _finite(*values: float) -> bool:
+    return all(math.isfinite(v) and v != 0 for v in values)
+
+
+def _short(trial_id: str) -> str:
+    return trial_id[-12:]
+
+
+class _Progress(logging.Handler):
+    """Prints the sweep's events: a line per trial started and ended; a live status line on a terminal."""
+
+    def __init__(self, trials: int) -> None:
+        super().__init__(logging.INFO)
+        self.trials = trials
+        self.live = sys.stderr.isatty()
+        self.status: dict[str, str] = {}
+        self.saved = (logging.NOTSET, True)  # the logger's level and propagation before attach()
+
+    def attach(self) -> logging.Handler:
+        """Print the sweep's progress (and only here: not also through the root logger) until detach()."""
+        logger = logging.getLogger(PROGRESS_LOGGER)
+        self.saved = (logger.level, logger.propagate)
+        logger.setLevel(logging.INFO)
+        logger.propagate = False
+        logger.addHandler(self)
+        return self
+
+    def detach(self, handler: logging.Handler) -> None:
+        logger = logging.getLogger(PROGRESS_LOGGER)
+        logger.removeHandler(handler)
+        logger.level, logger.propagate = self.saved
+        self._clear()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        match event_of(record):
+            case TrialStarted(trial_id, params):
+                self._line(f"trial {_short(trial_id)} started: lr {params.get('learning_rate', math.nan):.2e}, "
+                           f"wd {params.get('weight_decay', math.nan):.2e}, batch {params.get('batch_size', '-')}")
+            case EpochEnded(trial_id, epoch, val_loss):
+                self.status[trial_id] = f"{_short(trial_id)} e{epoch} val {val_loss:.4f}"
+                if self.live:
+                    sys.stderr.write("\r\033[K" + " | ".join(self.status.values()))
+                    sys.stderr.flush()
+            case TrialEnded() as ended:
+                self._end(ended)
+            case Note(text):
+                self._line(text)
+
+    def _end(self, event: TrialEnded) -> None:
+        r, finished = event.record, event.finished
+        self.status.pop(r.trial_id, None)
+        done = sum(f.stop_reason == "completed" for f in finished)
+        best = best_record(list(finished))
+        best_text = f"best {best.best_val_loss:.4f} ({_short(best.trial_id)})" if best else "no completed trial yet"
+        why = f": {event.error}" if event.error else ""
+        self._line(f"trial {_short(r.trial_id)} ended {r.stop_reason} at epoch {r.stop_epoch}{why}, best val "
+                   f"{r.best_val_loss:.4f}@{r.best_epoch} | running {event.running}, finished {len(finished)}/"
+                   f"{self.trials} ({done} completed, {len(finished) - done} stopped) | {best_text}")
+
+    def _line(self, text: str) -> None:
+        self._clear()
+        print(text, flush=True)
+
+    def _clear(self) -> None:
+        if self.live:
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()

@@ -1,0 +1,199 @@
+"""`mamba-tune train`: one training run, with progress, a summary, and its files in --out."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import shlex
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from model.atomic import write_text_atomic
+from model.checkpoint import load_checkpoint
+from model.data import load_dataset
+from model.precision import PRECISIONS
+from model.train import FitResult, fit
+from model.training import resolve_device
+from tuning.cli.data import parse_columns
+from tuning.errors import UsageError
+from tuning.search.recipe import TrainingRecipe
+
+if TYPE_CHECKING:
+    from tuning.tracking.store import TrackingStore
+
+RUN_FILES = ("config.yaml", "metrics.json", "best.pt", "last.pt")  # what a run writes into --out
+OVERRIDES = ("epochs", "lr", "weight_decay", "batch_size", "device", "precision")  # flags that set train settings
+
+
+def add_command(commands: argparse._SubParsersAction) -> None:
+    train = commands.add_parser("train", help="train one Forecaster (e.g. the best configuration of a sweep)")
+    train.add_argument("--data", required=True, type=Path, help="Parquet file of bars")
+    train.add_argument("--config", type=Path, help="run configuration YAML (data, model, train sections)")
+    train.add_argument("--epochs", type=int)
+    train.add_argument("--lr", type=float, help="peak learning rate")
+    train.add_argument("--weight-decay", type=float)
+    train.add_argument("--batch-size", type=int)
+    train.add_argument("--device", choices=("auto", "cpu", "cuda"))
+    train.add_argument("--precision", choices=PRECISIONS,
+                       help="fp32 (default), or bf16: autocast with float32 parameters and SSM state (pays on CUDA)")
+    train.add_argument("--column", action="append", default=[], metavar="FIELD=NAME",
+                       help="map a bar field to the file's column, e.g. --column timestamp=ts_event")
+    train.add_argument("--out", type=Path, default=Path("runs/train"), help="output folder (default runs/train)")
+    train.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
+    train.add_argument("--register", metavar="NAME",
+                       help="log the finished run to MLflow and register its model as a new version of NAME")
+    train.add_argument("--tracking-uri", metavar="URI",
+                       help="MLflow store for --register: http(s)://HOST:PORT or sqlite:///PATH (default: "
+                            "MLFLOW_TRACKING_URI, else the embedded store in runs/mlflow)")
+    train.add_argument("--experiment", metavar="NAME", help="MLflow experiment for --register (default production)")
+    train.set_defaults(run=cmd_train)
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    config = _recipe(args)
+    store = _open_registry(args)  # before any work: an unreachable store fails in seconds, nothing trained
+    data = load_dataset(args.data, config.data)
+    if not args.resume:
+        config.write_yaml(args.out / "config.yaml", f"mamba-tune train --data {shlex.quote(str(args.data))} "
+                                                     f"--config {shlex.quote(str(args.out / 'config.yaml'))}")
+    over = "the next bar" if config.data.target == "close" else f"the next {config.data.horizon} bars"
+    print(f"data: {data.summary['n_bars']:,} bars, {data.summary['n_train']:,} training and "
+          f"{data.summary['n_val']:,} validation samples, target {config.data.target} over {over}")
+    print(f"baselines (validation MSE, scaled): train mean {data.baselines['mean']:.4f}, "
+          f"persistence {data.baselines['persistence']:.4f}")
+    bar = _ProgressBar(config.train.epochs)
+    # On resume, metrics.json restarts from the checkpoint's own history: exactly the epochs it holds.
+    history: list[dict[str, Any]] = load_checkpoint(args.out / "last.pt")["history"] if args.resume else []
+
+    def report(metrics: dict[str, Any], checkpoint: Path | None) -> None:
+        history.append(metrics)
+        write_text_atomic(args.out / "metrics.json", json.dumps(history, indent=1))
+        bar.epoch_done(metrics)
+
+    result = fit(config.train, config.model, data, report=report, checkpoint_dir=args.out, resume=args.resume,
+                 progress=bar.batch_done)
+    bar.close()
+    _print_summary(result, args.out)
+    if result.status == "nan":
+        print(f"error: training diverged at epoch {result.stop_epoch} (a non-finite loss or gradient), "
+              "nothing from that epoch was saved; lower --lr", file=sys.stderr)
+        return 1
+    return _register(args, store, config, result) if store is not None else 0
+
+
+def _register(args: argparse.Namespace, store: TrackingStore, config: TrainingRecipe, result: FitResult) -> int:
+    from mlflow.exceptions import MlflowException
+
+    from tuning.tracking.registry import register_run
+    from tuning.tracking.store import first_line
+
+    try:
+        done = register_run(store, args.experiment, args.register, config, args.data, args.out, result)
+    except (MlflowException, OSError) as exc:
+        retry = ["mamba-tune", "train", "--data", str(args.data), "--out", str(args.out), "--resume",
+                 "--register", args.register, "--experiment", args.experiment]
+        retry += ["--tracking-uri", args.tracking_uri] if args.tracking_uri else []
+        print(f"error: registering the model in {store.uri} failed ({first_line(exc)}); the trained run is kept in "
+              f"{args.out}, register it once the store works with: {shlex.join(retry)}", file=sys.stderr)
+        return 1
+    print(f"registered {done.name} version {done.version} (run {done.run_id}, experiment {args.experiment}) "
+          f"in {store.describe()}")
+    print(f'load it with: mlflow.set_tracking_uri("{store.uri}"); mlflow.pyfunc.load_model("{done.model_uri}")')
+    return 0
+
+
+def _open_registry(args: argparse.Namespace) -> TrackingStore | None:
+    """With --register: the name checked and the tracking store opened; None without it."""
+    if args.register is None:
+        if args.tracking_uri is not None or args.experiment is not None:
+            raise UsageError("--tracking-uri and --experiment say where --register logs the run, and --register is "
+                             "not given; add --register NAME or drop them")
+        return None
+    from tuning.tracking.registry import DEFAULT_EXPERIMENT, check_model_name
+    from tuning.tracking.store import open_store, resolve_store
+
+    check_model_name(args.register)
+    args.experiment = args.experiment or DEFAULT_EXPERIMENT
+    store = resolve_store(args.tracking_uri)
+    open_store(store)
+    return store
+
+
+def _recipe(args: argparse.Namespace) -> TrainingRecipe:
+    """The configuration: --out's own on --resume, else --config (or defaults) plus overrides."""
+    overrides = {name: getattr(args, name) for name in OVERRIDES if getattr(args, name) is not None}
+    if args.out.exists() and not args.out.is_dir():
+        raise UsageError(f"--out {args.out} is a file, the output must be a folder; choose another --out")
+    if args.resume:
+        if args.config or overrides or args.column:
+            raise UsageError("--resume continues the run exactly as configured in --out/config.yaml, so it takes "
+                             "no --config or overrides; drop them, or train into a new --out")
+        if not (args.out / "last.pt").exists():
+            raise UsageError(f"{args.out} holds no checkpoint (last.pt) to resume; start a new run with another --out")
+        return TrainingRecipe.from_yaml(args.out / "config.yaml")
+    if any((args.out / name).exists() for name in RUN_FILES):
+        raise UsageError(f"{args.out} already holds a training run, which is never overwritten; "
+                         "pass --resume to continue it or choose another --out")
+    config = TrainingRecipe.from_yaml(args.config) if args.config else TrainingRecipe()
+    if args.column:
+        config = config.replace("data", columns=parse_columns(args.column))
+    config = config.replace("train", **overrides) if overrides else config
+    try:
+        resolve_device(config.train.device)  # before any work: no GPU for --device cuda is bad input
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    return config
+
+
+class _ProgressBar:
+    """A bar for the batches of the running epoch (on a terminal), a line per finished epoch."""
+
+    def __init__(self, epochs: int) -> None:
+        self.epochs = epochs
+        self.live = sys.stderr.isatty()
+
+    def batch_done(self, epoch: int, done: int, total: int) -> None:
+        if self.live:
+            filled = round(30 * done / total)
+            sys.stderr.write(f"\repoch {epoch}/{self.epochs} [{'#' * filled}{'.' * (30 - filled)}] {done}/{total}")
+            sys.stderr.flush()
+
+    def epoch_done(self, m: dict[str, Any]) -> None:
+        if self.live:
+            sys.stderr.write("\r\033[K")
+        speed = f"{m['samples_per_s']:,.0f} samples/s" if m["epoch"] else "before training (E0)"
+        print(f"epoch {m['epoch']:>3}/{self.epochs}  train {m['train_loss']:.4f}  val {m['val_loss']:.4f}  "
+              f"best {m['best_val_loss']:.4f}@{m['best_epoch']}  lr {m['lr']:.2e}  {speed}  {m['epoch_s']:.1f}s",
+              flush=True)
+
+    def close(self) -> None:
+        if self.live:
+            sys.stderr.write("\r\033[K")
+
+
+def _print_summary(result: FitResult, out: Path) -> None:
+    history = result.history
+    if not history:
+        return
+    e0 = history[0]["val_loss"]
+    best = next(m for m in history if m["epoch"] == result.best_epoch)
+    rows = [
+        ("status", f"{result.status} at epoch {result.stop_epoch}"),
+        ("best epoch", f"{result.best_epoch}" + ("  (the initialisation: nothing was learned)"
+                                                 if result.best_epoch == 0 else "")),
+        ("best val loss", f"{result.best_val_loss:.4f}  (E0 {e0:.4f}, {best['improvement_over_e0']:+.1%} better)"),
+        ("vs baselines", f"persistence {best['baseline_persistence']:.4f} "
+                         f"(ratio {_ratio(result.best_val_loss, best['baseline_persistence'])}), "
+                         f"train mean {best['baseline_mean']:.4f}"),
+        ("overfit ratio", f"{best['overfit_ratio']:.2f} (val/train at the best epoch)"),
+        ("files", f"{out}/config.yaml, metrics.json, best.pt, last.pt"),
+    ]
+    print()
+    for label, value in rows:
+        print(f"{label:<14} {value}")
+
+
+def _ratio(value: float, reference: float) -> str:
+    return f"{value / reference:.2f}" if reference > 0 and math.isfinite(value) else "n/a"

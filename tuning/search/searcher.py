@@ -1,0 +1,99 @@
+"""Optuna's TPE behind Ray Tune, with an RDB study and honest trial states.
+
+Ray's OptunaSearch tells Optuna every finished trial as COMPLETE with its last value, so
+a trial ASHA stopped at epoch 1 looks like a finished one with a poor score, which
+misleads TPE. Here a trial's state follows why it ended (tuning/search/gate.py's stop_reason):
+  completed        COMPLETE, value = its best val_loss
+  asha, gate       PRUNED, with its val_loss per epoch as intermediate values
+  nan, error       FAIL (Optuna's own rule for a non-finite objective)
+  lost             FAIL: started by a driver killed before Ray Tune saved it (fail_lost_trials)
+and each Optuna trial carries user attributes stop_reason, stop_epoch and ray_trial_id.
+The study lives in SQLite (or any RDB URL): it outlives the sweep and opens in
+optuna-dashboard.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from typing import Any
+
+import optuna
+from optuna.distributions import CategoricalDistribution, FloatDistribution
+from optuna.exceptions import UpdateFinishedTrialError
+from optuna.trial import TrialState
+from ray.tune.search.optuna import OptunaSearch
+
+from tuning.search.gate import stop_reason
+from tuning.search.space import Choice, SweepSpace
+
+STATES = {"completed": TrialState.COMPLETE, "asha": TrialState.PRUNED, "gate": TrialState.PRUNED,
+          "nan": TrialState.FAIL, "error": TrialState.FAIL}
+
+
+def optuna_space(space: SweepSpace) -> dict[str, Any]:
+    """The search section as Optuna distributions."""
+    return {key: CategoricalDistribution(spec.choices) if isinstance(spec, Choice)
+            else FloatDistribution(spec.low, spec.high, log=spec.log) for key, spec in space.search.items()}
+
+
+def make_searcher(space: SweepSpace, storage_url: str, study_name: str) -> StateAwareOptunaSearch:
+    """Seeded TPE over the space; the `initial` points are evaluated first."""
+    sampler = optuna.samplers.TPESampler(
+        seed=space.seed, n_startup_trials=max(2, min(10, space.trials // 4)),
+        multivariate=True, constant_liar=True,  # several trials run at once: do not sample the same point twice
+    )
+    return StateAwareOptunaSearch(
+        space=optuna_space(space), metric="val_loss", mode="min", sampler=sampler, study_name=study_name,
+        storage=optuna.storages.RDBStorage(storage_url), points_to_evaluate=[dict(p) for p in space.initial] or None,
+        space_config=space,
+    )
+
+
+class StateAwareOptunaSearch(OptunaSearch):
+    def __init__(self, *, space_config: SweepSpace, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.gate, self.max_epochs = space_config.gate, space_config.scheduler.max_epochs
+        self.reported: set[tuple[str, int]] = set()  # (trial, epoch): a resumed trial may repeat an epoch
+
+    def on_trial_result(self, trial_id: str, result: dict[str, Any]) -> None:
+        if trial_id in self._completed_trials or not math.isfinite(result["val_loss"]):
+            return
+        if (trial_id, result["epoch"]) not in self.reported:
+            with contextlib.suppress(UpdateFinishedTrialError):  # told already, before an unsaved interruption
+                self._ot_trials[trial_id].report(result["val_loss"], step=result["epoch"])  # step = epoch (E0: 0)
+            self.reported.add((trial_id, result["epoch"]))
+
+    def on_trial_complete(self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False) -> None:
+        if trial_id in self._completed_trials:
+            return
+        if result and "epoch" in result:  # a result that stopped the trial reaches only this method
+            self.on_trial_result(trial_id, result)
+        trial = self._ot_trials[trial_id]
+        if self._ot_study._storage.get_trial(trial._trial_id).state.is_finished():  # told by a driver since killed
+            self._completed_trials.add(trial_id)
+            return
+        reason, epoch = stop_reason(self.gate, self.max_epochs, result, error)
+        with contextlib.suppress(UpdateFinishedTrialError):
+            for key, value in (("stop_reason", reason), ("stop_epoch", epoch), ("ray_trial_id", trial_id)):
+                trial.set_user_attr(key, value)
+        state = STATES[reason]
+        value = result["best_val_loss"] if state == TrialState.COMPLETE else None
+        with contextlib.suppress(UpdateFinishedTrialError):
+            self._ot_study.tell(trial, value, state=state)
+        self._completed_trials.add(trial_id)
+
+
+def fail_lost_trials(storage_url: str, study_name: str) -> int:
+    """Tell FAIL (stop_reason `lost`) the study's trials still RUNNING once the sweep has ended; returns how many.
+
+    A driver killed outright (SIGKILL) can leave Optuna trials that Ray Tune had not saved yet:
+    `resume` never runs them, so nothing else would ever end them.
+    """
+    study = optuna.load_study(study_name=study_name, storage=storage_url)
+    lost = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+    for frozen in lost:
+        optuna.trial.Trial(study, frozen._trial_id).set_user_attr("stop_reason", "lost")
+        study.tell(frozen.number, state=TrialState.FAIL)
+    return len(lost)
+

@@ -1,0 +1,221 @@
+"""A sweep's search space and settings, from a YAML file in search_spaces/, validated before Ray starts.
+
+Layout (search_spaces/default.yaml is the reference):
+  name, trials, seed
+  search:     learning_rate / weight_decay: {low, high, log}; batch_size: {choices: [...]}
+  initial:    configurations evaluated first, e.g. the original system's
+  scheduler:  ASHA on the epoch: max_epochs, grace_period, reduction_factor
+  gate:       the milestone gate (tuning/search/gate.py): epoch, threshold / ratio_to_baseline / ratio_to_e0
+  resources:  workers, cpus_per_worker, gpus_per_trial (a fraction packs trials on a GPU; auto: the memory
+              probe packs as many as fit), max_concurrent,
+              custom (Ray resources a worker asks for)
+  run:        the fixed data / model / train settings every trial shares (TrainingRecipe's sections)
+Every problem is one ConfigError naming the file and the key.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from model.settings import Interval, finite_number, require_positive_ints
+from model.train_config import BOUNDS as TRAIN_BOUNDS
+from tuning.search.gate import GateConfig
+from tuning.search.recipe import TrainingRecipe
+from tuning.yaml_io import ConfigError, read_yaml
+
+SEARCHABLE = {"learning_rate": "lr", "weight_decay": "weight_decay", "batch_size": "batch_size"}  # -> TrainConfig
+RAY_BUILTIN_RESOURCES = ("CPU", "GPU", "memory", "object_store_memory")
+AUTO = "auto"  # gpus_per_trial: the memory probe decides how many trials share a GPU
+TOP_LEVEL = ("name", "trials", "seed", "search", "initial", "scheduler", "gate", "resources", "run")
+
+
+@dataclass(frozen=True)
+class FloatRange:
+    low: float
+    high: float
+    log: bool = False
+
+
+@dataclass(frozen=True)
+class Choice:
+    choices: tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    max_epochs: int = 50  # every trial's epoch budget (train.epochs)
+    grace_period: int = 5  # ASHA never stops a trial before this epoch
+    reduction_factor: int = 3  # ASHA keeps the top 1/reduction_factor at each rung
+
+    def __post_init__(self) -> None:
+        require_positive_ints(self, ("max_epochs", "grace_period", "reduction_factor"))
+        if self.reduction_factor < 2:
+            raise ValueError(f"reduction_factor must be at least 2, got {self.reduction_factor}")
+        if self.grace_period > self.max_epochs:
+            raise ValueError(f"grace_period {self.grace_period} is beyond max_epochs {self.max_epochs}; lower it")
+
+
+@dataclass(frozen=True)
+class ResourceConfig:
+    workers: int = 1  # Ray Train workers per trial
+    cpus_per_worker: float = 1.0
+    # Split over the workers; 0.25 packs four trials on one GPU; "auto": as many as the memory probe finds fit.
+    gpus_per_trial: float | str = 0.0
+    max_concurrent: int | None = None  # None: as many as the cluster's resources hold
+    # Custom Ray resources each worker asks for, e.g. {a100: 1} for nodes started with
+    # `ray start --resources '{"a100": 4}'`: trials then run on those nodes only.
+    custom: dict[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        require_positive_ints(self, ("workers", "max_concurrent"), optional=("max_concurrent",))
+        if not _positive_number(self.cpus_per_worker):
+            raise ValueError(f"cpus_per_worker must be a positive number, got {self.cpus_per_worker!r}")
+        if not (self.gpus_per_trial == AUTO or finite_number(self.gpus_per_trial) and self.gpus_per_trial >= 0):
+            raise ValueError(f"gpus_per_trial must be a number >= 0 or {AUTO}, got {self.gpus_per_trial!r}")
+        if not isinstance(self.custom, dict):
+            raise ValueError(f"custom must be a mapping of resource name to amount, got {self.custom!r}")
+        for name, amount in self.custom.items():
+            if not isinstance(name, str) or name in RAY_BUILTIN_RESOURCES or name.startswith("node:"):
+                raise ValueError(f"custom: {name!r} is not a custom resource name; CPU and GPU have their own "
+                                 "keys, and Ray's own resources (memory, node:...) cannot be asked for here")
+            if not _positive_number(amount):
+                raise ValueError(f"custom: {name} must be a positive number, got {amount!r}")
+
+
+@dataclass(frozen=True)
+class SweepSpace:
+    name: str
+    trials: int
+    seed: int
+    search: dict[str, FloatRange | Choice]
+    initial: tuple[dict[str, Any], ...]
+    scheduler: SchedulerConfig
+    gate: GateConfig
+    resources: ResourceConfig
+    run: TrainingRecipe = field(default_factory=TrainingRecipe)
+
+
+def valid_name(name: Any) -> bool:
+    """A sweep name: letters, digits, '-' and '_' (it names a folder and an Optuna study)."""
+    return isinstance(name, str) and name.replace("-", "").replace("_", "").isalnum()
+
+
+def with_params(run: TrainingRecipe, params: dict[str, Any]) -> TrainingRecipe:
+    """One trial's run configuration: the space's fixed settings with its sampled parameters set."""
+    return run.replace("train", **{SEARCHABLE[key]: value for key, value in params.items()})
+
+
+def load_space(path: str | Path) -> SweepSpace:
+    """Read and validate a search-space YAML; raises ConfigError."""
+    return parse_space(read_yaml(path, "search space"), str(path))
+
+
+def parse_space(values: Any, source: str) -> SweepSpace:
+    """Validate plain values (a parsed YAML document) into a SweepSpace."""
+    top = _mapping(values, source, "the top level", TOP_LEVEL)
+    name = top.get("name", Path(source).stem)
+    if not valid_name(name):
+        raise ConfigError(f"{source}: name must be letters, digits, '-' or '_', got {name!r}; rename it")
+    trials, seed = top.get("trials", 16), top.get("seed", 0)
+    _positive_int(trials, source, "trials")
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        raise ConfigError(f"{source}: seed must be an integer, got {seed!r}")
+    search = _search(top.get("search"), source)
+    scheduler = _section(SchedulerConfig, top.get("scheduler"), source, "scheduler")
+    gate = _section(GateConfig, top.get("gate"), source, "gate")
+    if gate.epoch > scheduler.max_epochs:
+        raise ConfigError(f"{source}: gate.epoch {gate.epoch} is beyond scheduler.max_epochs {scheduler.max_epochs}, "
+                          "the gate would never be reached; lower gate.epoch or raise max_epochs")
+    resources = _section(ResourceConfig, top.get("resources"), source, "resources")
+    run_values = top.get("run") or {}
+    if isinstance(run_values, dict) and "epochs" in (run_values.get("train") or {}):
+        raise ConfigError(f"{source}: run.train.epochs is set by scheduler.max_epochs; remove it from run.train")
+    run = TrainingRecipe.from_dict(run_values, source=f"{source}: run").replace("train", epochs=scheduler.max_epochs)
+    points = top.get("initial") or []
+    if not isinstance(points, list):
+        raise ConfigError(f"{source}: initial must be a list of configurations, e.g. "
+                          "[{learning_rate: 5e-5, weight_decay: 1e-4, batch_size: 512}]")
+    initial = tuple(_initial(point, search, source, i) for i, point in enumerate(points))
+    return SweepSpace(name, trials, seed, search, initial, scheduler, gate, resources, run)
+
+
+def _search(values: Any, source: str) -> dict[str, FloatRange | Choice]:
+    search = _mapping(values, source, "search", tuple(SEARCHABLE))
+    if not search:
+        raise ConfigError(f"{source}: search is empty; give at least one of {', '.join(SEARCHABLE)}")
+    parsed: dict[str, FloatRange | Choice] = {}
+    for key, spec in search.items():
+        where = f"search.{key}"
+        if isinstance(spec, dict) and "choices" in spec:
+            _mapping(spec, source, where, ("choices",))
+            choices = spec["choices"]
+            if not isinstance(choices, list) or not choices:
+                raise ConfigError(f"{source}: {where}.choices must be a non-empty list, got {choices!r}")
+            if key == "batch_size" and not all(isinstance(c, int) and not isinstance(c, bool) and c > 0
+                                               for c in choices):
+                raise ConfigError(f"{source}: {where}.choices must be positive integers, got {choices!r}")
+            if key != "batch_size" and not all(c in train_rule(key) for c in choices):
+                raise ConfigError(f"{source}: {where}.choices must be numbers {train_rule(key)}, got {choices!r}")
+            parsed[key] = Choice(tuple(choices))
+            continue
+        spec = _mapping(spec, source, where, ("low", "high", "log"))
+        if key == "batch_size":
+            raise ConfigError(f"{source}: {where} must be a choice list, e.g. {{choices: [128, 256, 512]}}")
+        low, high, log = spec.get("low"), spec.get("high"), spec.get("log", False)
+        if not isinstance(log, bool):
+            raise ConfigError(f"{source}: {where}.log must be true or false, got {log!r}")
+        if not (finite_number(low) and finite_number(high)):
+            raise ConfigError(f"{source}: {where} needs numeric low and high, got low={low!r}, high={high!r}")
+        if low >= high:
+            raise ConfigError(f"{source}: {where}: low {low} must be below high {high}; swap or widen them")
+        if log and low <= 0:
+            raise ConfigError(f"{source}: {where}: a log scale needs low > 0, got {low}; use a positive low")
+        if not (low in train_rule(key) and high in train_rule(key)):
+            raise ConfigError(f"{source}: {where}: low and high must lie {train_rule(key)}, got {low} and {high}")
+        parsed[key] = FloatRange(float(low), float(high), log)
+    return parsed
+
+
+def _initial(point: Any, search: dict[str, FloatRange | Choice], source: str, i: int) -> dict[str, Any]:
+    point = _mapping(point, source, f"initial[{i}]", tuple(search))
+    for key, value in point.items():
+        spec = search[key]
+        inside = any(value == c and type(value) is type(c) for c in spec.choices) if isinstance(spec, Choice) \
+            else finite_number(value) and spec.low <= value <= spec.high
+        if not inside:
+            raise ConfigError(f"{source}: initial[{i}].{key} = {value!r} lies outside search.{key}; "
+                              "widen the space or change the point")
+    return point
+
+
+def train_rule(key: str) -> Interval:
+    """The rule TrainConfig holds the searched setting `key` (learning_rate, weight_decay) to."""
+    return TRAIN_BOUNDS[SEARCHABLE[key]]
+
+
+def _section(kind: type, values: Any, source: str, where: str):
+    names = tuple(kind.__dataclass_fields__)
+    try:
+        return kind(**_mapping(values or {}, source, where, names))
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{source}: {where}: {exc}") from None
+
+
+def _mapping(values: Any, source: str, where: str, allowed: tuple[str, ...]) -> dict[str, Any]:
+    if not isinstance(values, dict):
+        raise ConfigError(f"{source}: {where} must be a mapping, got {type(values).__name__}")
+    unknown = sorted(set(values) - set(allowed))
+    if unknown:
+        raise ConfigError(f"{source}: unknown key {unknown[0]!r} in {where}; allowed: {', '.join(allowed)}")
+    return values
+
+
+def _positive_int(value: Any, source: str, where: str) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ConfigError(f"{source}: {where} must be a positive integer, got {value!r}")
+
+
+def _positive_number(value: Any) -> bool:
+    return finite_number(value) and value > 0

@@ -1,0 +1,48 @@
+"""SweepManifest: what `resume` and `best` need of a sweep, kept as `sweep.json` in its folder.
+
+The file is JSON with these keys (`sweep_id`, `tracking_uri` and `memory_probe` are absent
+from files written by older versions: the id is then the creation time, the store the
+default one, and there was no probe).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class SweepManifest:
+    name: str
+    data: str  # the bars file, an absolute path
+    space: dict[str, Any]  # the space as run (without the batch sizes the memory probe removed)
+    trials: int
+    ray_storage: str  # where Ray Tune and Train keep the sweep: a folder or a URI such as s3://...
+    tracking_uri: str | None  # the MLflow store the sweep logs to; `resume` logs there too (None: the default)
+    data_identity: dict[str, Any]  # model/training.py's data_identity: resume refuses other data
+    created: str  # ISO time, UTC, seconds
+    sweep_id: str  # tags the sweep's MLflow runs: a sweep started again under the same name gets its own
+    memory_probe: dict[str, Any] | None = None  # tuning/sweep/memory_probe.py's ProbeResult.to_dict(), when one ran
+
+    @classmethod
+    def new(cls, name: str, data_path: Path, space: dict[str, Any], trials: int, ray_storage: str,
+            tracking_uri: str, data_identity: dict[str, Any], memory_probe: dict[str, Any] | None) -> SweepManifest:
+        return cls(name, str(data_path.resolve()), space, trials, ray_storage, tracking_uri, data_identity,
+                   datetime.now(timezone.utc).isoformat(timespec="seconds"), uuid.uuid4().hex, memory_probe)
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> SweepManifest:
+        known = {f.name for f in dataclasses.fields(cls)}
+        values = {k: v for k, v in values.items() if k in known}
+        return cls(**{"tracking_uri": None, **values, "sweep_id": values.get("sweep_id") or values["created"]})
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object of sweep.json, in the key order earlier versions wrote."""
+        values = {"name": self.name, "sweep_id": self.sweep_id, "data": self.data, "space": self.space,
+                  "trials": self.trials, "ray_storage": self.ray_storage, "tracking_uri": self.tracking_uri,
+                  "data_identity": self.data_identity, "created": self.created}
+        return {**values, **({"memory_probe": self.memory_probe} if self.memory_probe else {})}

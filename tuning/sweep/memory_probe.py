@@ -1,0 +1,187 @@
+"""Before a sweep: which batch sizes fit in a trial worker's memory, measured, not guessed.
+
+The probe runs as one Ray task with a trial worker's own resources (so on a GPU node when
+trials use GPUs), measures the peak memory of training at each candidate batch size
+(model/step_memory.py: fit itself on one batch), and the sweep drops from its space the batch
+sizes whose peak exceeds the budget:
+  GPU: the worker's share of its GPU (gpus_per_trial / workers x the GPU's memory), less
+       the CUDA context each worker process holds (model/step_memory.CUDA_CONTEXT_BYTES);
+  CPU: --memory-budget MB a worker, when given (without it nothing is probed on CPU).
+On GPU --memory-budget, when given, replaces the share. With gpus_per_trial `auto` the probe runs
+with a whole GPU and the sweep packs as many trials on each GPU as the largest batch size that
+fits allows (at most MAX_PER_GPU).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from model.step_memory import CUDA_CONTEXT_BYTES, MB, MemoryProbeError, step_peak_bytes
+from tuning.errors import UsageError
+from tuning.search.recipe import TrainingRecipe
+from tuning.search.resources import ResourceError, TrialPlan
+from tuning.search.space import Choice, SweepSpace
+from tuning.tracking.store import first_line
+
+MAX_PER_GPU = 8  # trials packed on one GPU at most: beyond that, its compute, not its memory, is the limit
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    device: str  # "cpu", or the GPU's name
+    budget_bytes: int  # what one trial worker may use for training
+    budget_source: str  # "--memory-budget" | "GPU share"
+    peaks: dict[int, int | None]  # batch size -> measured peak bytes; None: out of memory (larger ones: not tried)
+    kept: tuple[int, ...]
+    removed: tuple[int, ...]
+    per_gpu: int | None = None  # on GPU: trials of the largest kept batch size that fit on one GPU
+
+    def describe(self) -> str:
+        """One line: the budget, each batch size's peak, what was removed."""
+        sizes = ", ".join(f"{b}: {'out of memory' if peak is None else f'{peak / MB:,.0f} MB'}"
+                          for b, peak in sorted(self.peaks.items()))
+        untried = [b for b in self.removed if b not in self.peaks]
+        removed = f"; removed batch size(s) {', '.join(map(str, self.removed))}" if self.removed else "; all fit"
+        if untried:
+            removed += f" ({', '.join(map(str, untried))} not measured: a smaller one did not fit)"
+        packing = f"; {self.per_gpu} such worker(s) of batch {max(self.kept)} fit on one GPU" \
+            if self.per_gpu and self.kept else ""
+        return (f"memory probe on {self.device}, budget {self.budget_bytes / MB:,.0f} MB a worker "
+                f"({self.budget_source}): {sizes}{removed}{packing}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self), "peaks": {str(b): v for b, v in self.peaks.items()}}
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> ProbeResult:
+        """The result as sweep.json keeps it (to_dict's JSON)."""
+        return cls(**{**values, "peaks": {int(b): v for b, v in values["peaks"].items()},
+                      "kept": tuple(values["kept"]), "removed": tuple(values["removed"])})
+
+
+def candidate_batch_sizes(space: SweepSpace) -> tuple[int, ...]:
+    """The batch sizes trials may use: the searched choices, else the run's one."""
+    spec = space.search.get("batch_size")
+    return tuple(sorted(spec.choices)) if isinstance(spec, Choice) else (space.run.train.batch_size,)
+
+
+def gpu_budget(total_bytes: int, gpus_per_worker: float) -> int:
+    """A worker's share of its GPU less its CUDA context; a worker holding several GPUs trains on one of them."""
+    return int(total_bytes * min(gpus_per_worker, 1.0)) - CUDA_CONTEXT_BYTES
+
+
+def trials_per_gpu(total_bytes: int, peak_bytes: int) -> int:
+    """Workers of this peak that fit on one GPU, each with its CUDA context (at least 1, at most MAX_PER_GPU)."""
+    return max(1, min(MAX_PER_GPU, total_bytes // (peak_bytes + CUDA_CONTEXT_BYTES)))
+
+
+def worker_batch(batch: int, n_train: int, workers: int) -> int:
+    """The samples one of `workers` data-parallel workers runs of a batch (a batch beyond the data is all of it)."""
+    return -(-min(batch, n_train) // workers)
+
+
+def peaks_until_over(peak_of: Callable[[int], int | None], batch_sizes: tuple[int, ...],
+                     budget_bytes: int) -> dict[int, int | None]:
+    """Each batch size's peak (None: out of memory), smallest first, until one does not fit: larger ones would not."""
+    peaks: dict[int, int | None] = {}
+    for batch in sorted(batch_sizes):
+        peaks[batch] = peak_of(batch)
+        if peaks[batch] is None or peaks[batch] > budget_bytes:
+            break
+    return peaks
+
+
+def measure(run: dict[str, Any], dataset: Any, batch_sizes: tuple[int, ...], workers: int,
+            budget_bytes: int | None, gpus_per_worker: float) -> ProbeResult:
+    """In the probe's Ray task: each batch size's peak (as one of `workers` workers sees it) and the verdict."""
+    import ray
+    import torch
+
+    from model.training import resolve_device
+
+    config = TrainingRecipe.from_dict(run)
+    data = ray.get(dataset) if isinstance(dataset, ray.ObjectRef) else dataset
+    device = resolve_device(config.train.device if gpus_per_worker else "cpu")
+    source, total = "--memory-budget", None
+    if device.type == "cuda":
+        total = torch.cuda.get_device_properties(device).total_memory
+    if budget_bytes is None:
+        if device.type != "cuda":
+            raise MemoryProbeError(f"the trial worker holds {gpus_per_worker:g} GPU but its training runs on "
+                                   f"{device.type} (run.train.device {config.train.device!r}, CUDA available: "
+                                   f"{torch.cuda.is_available()})")
+        budget_bytes, source = gpu_budget(total, gpus_per_worker), "GPU share"
+    train = dataclasses.replace(config.train, device=device.type)
+
+    def peak_of(batch: int) -> int | None:
+        size = worker_batch(batch, len(data.train_index), workers)
+        try:
+            return step_peak_bytes(config.model, dataclasses.replace(train, batch_size=size), data)
+        except torch.OutOfMemoryError:
+            torch.cuda.empty_cache()
+            return None
+
+    peak_of(min(batch_sizes))  # warm-up: lazy initialisation and kernel compilation are not the step's
+    peaks = peaks_until_over(peak_of, batch_sizes, budget_bytes)
+    kept = tuple(b for b in batch_sizes if (peaks.get(b) or math.inf) <= budget_bytes)
+    name = "cpu" if device.type == "cpu" else torch.cuda.get_device_name(device)
+    per_gpu = trials_per_gpu(total, peaks[max(kept)]) if total and kept else None
+    return ProbeResult(name, budget_bytes, source, peaks, kept, tuple(b for b in batch_sizes if b not in kept),
+                       per_gpu)
+
+
+def run_probe(space: SweepSpace, dataset: Any, plan: TrialPlan, budget_mb: float | None) -> ProbeResult | None:
+    """The probe as a Ray task with one trial worker's resources; None when there is nothing to probe against.
+
+    Raises ResourceError when the probe cannot run (its one line says why)."""
+    import ray
+
+    if plan.gpus_per_worker == 0 and budget_mb is None:
+        return None
+    resources = plan.worker_resources()
+    task = ray.remote(measure).options(num_cpus=resources.pop("CPU"), num_gpus=resources.pop("GPU", 0),
+                                       resources=resources, max_retries=0)
+    budget = None if budget_mb is None else int(budget_mb * MB)
+    try:
+        return ray.get(task.remote(space.run.to_dict(), dataset, candidate_batch_sizes(space), plan.workers, budget,
+                                   plan.gpus_per_worker))
+    except ray.exceptions.RayError as exc:
+        cause = getattr(exc, "cause", None) or exc
+        raise ResourceError(f"the memory probe failed on a trial worker: {first_line(cause)}; check the node with "
+                            "`mamba-tune doctor`, or give --memory-budget") from None
+
+
+def pack_trials(values: dict[str, Any], result: ProbeResult) -> dict[str, Any]:
+    """For gpus_per_trial auto: the space's values with the packing the probe found (each worker 1/per_gpu GPU)."""
+    if result.per_gpu is None:
+        raise ResourceError("resources.gpus_per_trial auto needs the memory probe on a GPU, and it ran on "
+                            f"{result.device}; set run.train.device to cuda or auto, or give gpus_per_trial a number")
+    resources = values["resources"]
+    share = resources.get("workers", 1) / result.per_gpu
+    return {**values, "resources": {**resources, "gpus_per_trial": share}}
+
+
+def restrict_space(values: dict[str, Any], result: ProbeResult) -> dict[str, Any]:
+    """The space's plain values without the removed batch sizes (searched choices and initial points).
+
+    Raises UsageError when no batch size fits.
+    """
+    if not result.kept:
+        smallest = min(result.peaks)
+        needs = "more than the device has" if result.peaks[smallest] is None else \
+            f"{result.peaks[smallest] / MB:,.0f} MB"
+        raise UsageError(f"no batch size fits in a trial worker's memory: batch size {smallest} needs "
+                         f"{needs}, the budget is {result.budget_bytes / MB:,.0f} MB "
+                         f"({result.budget_source}); use smaller batch sizes, a smaller model, more GPU per trial "
+                         "or a larger --memory-budget")
+    if not result.removed:
+        return values
+    search = dict(values["search"])
+    if "batch_size" in search:
+        search["batch_size"] = {"choices": list(result.kept)}
+    initial = [p for p in values.get("initial") or [] if p.get("batch_size") not in result.removed]
+    return {**values, "search": search, "initial": initial}

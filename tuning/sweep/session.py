@@ -1,0 +1,442 @@
+"""A sweep: Ray Tune runs trials of tuning/sweep/trainable.py, Optuna's TPE picks their parameters,
+ASHA and the gate stop the poor ones; resumable after an interruption.
+
+The sweep folder, <storage>/<name>/:
+  sweep.json   what was asked (data, space, trials): `resume` reads it
+  trials.json  every finished trial and why it ended (tuning/search/ledger.py)
+  optuna.db    the Optuna study (SQLite), for optuna-dashboard
+  tune/        Ray Tune's experiment (its state is synced as a whole, so ours lives beside it)
+  train/       Ray Train's checkpoints, one folder per trial
+  tracking-pending.jsonl  MLflow writes not yet sent (a write-ahead log; sent on resume)
+Every trial is logged to MLflow (tuning/tracking/runs.py) as the sweep runs.
+Its progress (trial started, epoch, trial ended) goes out as typed events (tuning/progress.py);
+the CLI turns them into lines. Nothing here prints.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import optuna
+import ray
+import ray.tune
+from ray.tune.experiment import Trial
+
+from model.atomic import write_text_atomic
+from model.data import Dataset, load_dataset
+from model.training import data_identity
+from tuning.cluster.autoscaler import launchable_nodes
+from tuning.errors import UsageError
+from tuning.progress import EpochEnded, TrialEnded, TrialStarted, publish
+from tuning.search.gate import stop_reason
+from tuning.search.ledger import Ledger, TrialRecord
+from tuning.search.resources import HEAD_RESOURCE, TRIAL_DRIVER_RESOURCES, TrialPlan, fullest_plan, plan_trials
+from tuning.search.scheduler import GatedASHA
+from tuning.search.searcher import fail_lost_trials, make_searcher
+from tuning.search.space import SweepSpace, parse_space
+from tuning.sweep.manifest import SweepManifest
+from tuning.sweep.memory_probe import ProbeResult
+from tuning.sweep.trainable import TrialSetup, run_trial
+from tuning.sweep.trial_files import (
+    final_checkpoint,
+    prune_best_snapshots,
+    remove_best_snapshots,
+    stage_best,
+    staged_best,
+    storage_filesystem,
+)
+from tuning.sweep_files import (
+    DEFAULT_STORAGE,
+    LEDGER,
+    MANIFEST,
+    STUDY,
+    TRACKING_SPOOL,
+    TRACKING_STAGING,
+    TUNE_DIR,
+    is_uri,
+)
+from tuning.tracking.log import SWEEP_KEY, TrackingLog, note
+from tuning.tracking.runs import (
+    SweepTracking,
+    TrialEnd,
+    close_sweep,
+    end_trial,
+    log_trial_epoch,
+    never_stops_the_sweep,
+    open_sweep,
+    open_trial,
+)
+from tuning.tracking.store import TrackingStore, first_line
+
+RAY_ENV = {  # for every Ray process of the sweep
+    "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.5",  # the default 2 s delays every epoch's report by ~1 s
+    "RAY_AIR_NEW_OUTPUT": "0",
+}
+
+
+@dataclass(frozen=True)
+class SweepPaths:
+    name: str
+    folder: Path  # local: manifest, ledger, study
+    ray_storage: str  # the Tune experiment's parent: a path, or a URI such as s3://bucket/sweeps
+
+    @property
+    def sweep_storage(self) -> str:
+        return f"{self.ray_storage.rstrip('/')}/{self.name}"
+
+    @property
+    def experiment(self) -> str:
+        return f"{self.sweep_storage}/{TUNE_DIR}"
+
+    @property
+    def study_url(self) -> str:
+        return f"sqlite:///{self.folder / STUDY}"
+
+
+def sweep_paths(storage: str, name: str) -> SweepPaths:
+    """Where a sweep lives: all in <storage>/<name>, or with a URI storage, its local files in runs/sweeps/<name>."""
+    if is_uri(storage):
+        return SweepPaths(name, Path(DEFAULT_STORAGE).resolve() / name, storage)
+    root = Path(storage).expanduser().resolve()
+    return SweepPaths(name, root / name, str(root))
+
+
+@dataclass
+class SweepOutcome:
+    paths: SweepPaths
+    trials: int  # asked for
+    records: list[TrialRecord]  # finished trials
+    plan: TrialPlan
+    wall_s: float
+    tracking_unsent: int  # MLflow writes saved to the spool because the store did not answer
+    complete: bool  # Ray Tune ran every trial to its end (the ledger may hold more: see TrialSetup.finished)
+
+    @property
+    def interrupted(self) -> bool:
+        return not self.complete
+
+
+def check_new(paths: SweepPaths) -> None:
+    if (paths.folder / MANIFEST).exists():
+        raise UsageError(f"a sweep named {paths.name!r} already exists in {paths.folder}; continue it with "
+                         f"`mamba-tune resume {paths.name}` or start another with --name")
+
+
+def write_manifest(paths: SweepPaths, data_path: Path, space_values: dict[str, Any], trials: int,
+                   data: Dataset, tracking_uri: str, memory_probe: ProbeResult | None = None) -> SweepManifest:
+    """What `resume` needs to continue the sweep exactly as it was asked, and log to the same MLflow runs.
+
+    `space_values`: the space as run (without the batch sizes the memory probe removed)."""
+    manifest = SweepManifest.new(paths.name, data_path, space_values, trials, paths.ray_storage, tracking_uri,
+                                 data_identity(data), memory_probe.to_dict() if memory_probe else None)
+    write_text_atomic(paths.folder / MANIFEST, json.dumps(manifest.to_dict(), indent=1))
+    return manifest
+
+
+def read_manifest(paths: SweepPaths) -> SweepManifest:
+    if not (paths.folder / MANIFEST).exists():
+        raise UsageError(f"no sweep named {paths.name!r} in {paths.folder.parent}; list them with "
+                         f"`ls {paths.folder.parent}` or pass the --storage it was started with")
+    return SweepManifest.from_dict(json.loads((paths.folder / MANIFEST).read_text()))
+
+
+def load_for_resume(paths: SweepPaths) -> tuple[SweepPaths, SweepManifest, SweepSpace, Dataset]:
+    """The sweep's paths and manifest, the space as it was, and the same data (refused if the file changed)."""
+    manifest = read_manifest(paths)
+    paths = SweepPaths(paths.name, paths.folder, manifest.ray_storage)  # where it ran, e.g. s3://...
+    space = parse_space(manifest.space, str(paths.folder / MANIFEST))
+    data = load_dataset(Path(manifest.data), space.run.data)
+    if data_identity(data) != manifest.data_identity:
+        raise UsageError(f"{manifest.data} has changed since sweep {paths.name!r} started, so its trials "
+                         "cannot continue on it; restore the file or start a new sweep")
+    return paths, manifest, space, data
+
+
+def start_ray(address: str | None) -> bool:
+    """Join the cluster at `address` ("auto", HOST:PORT) or start a local one; True when started here.
+
+    Without `address`, RAY_ADDRESS names the cluster (`ray job submit` sets it for its entrypoint);
+    without either, a new local Ray is started, even where `ray start` left one running.
+    """
+    if ray.is_initialized():
+        return False
+    source = "--address"
+    if address is None and os.environ.get("RAY_ADDRESS"):
+        address, source = os.environ["RAY_ADDRESS"], "RAY_ADDRESS"
+    if address not in (None, "auto", "local"):
+        _check_reachable(address, source)  # ray.init retries an address nobody answers at for minutes
+    started = address in (None, "local")
+    env, local = dict(RAY_ENV), {}
+    if started:
+        # A local Ray gets the dashboard: it serves Ray's state API, which Ray Train's placement-group
+        # cleaner needs to free a stopped trial's workers (without it, trials ASHA stops leak their CPUs).
+        # The cleaner finds the dashboard by RAY_API_SERVER_ADDRESS: without it, it looks for the one Ray
+        # on this machine, and with two (two sweeps at once) it fails and the sweep waits forever.
+        port = _free_port()
+        env["RAY_API_SERVER_ADDRESS"] = f"http://127.0.0.1:{port}"
+        local = {"include_dashboard": True, "dashboard_port": port}
+    os.environ.update(env)  # this process is Tune's driver
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    logging.getLogger("ray.tune").setLevel(logging.ERROR)  # its interruption and restore hints name its API, not ours
+    logging.getLogger("ray._private.authentication").setLevel(logging.ERROR)  # "token auth is on": nothing to do
+    try:
+        ray.init(address="local" if started else address, log_to_driver=False, logging_level=logging.WARNING,
+                 runtime_env={"env_vars": env}, **local)
+    except ConnectionError as exc:
+        raise UsageError(f"{source} {address}: no Ray cluster answers there ({exc}); start one with "
+                         "`ray start --head` or check the address") from None
+    return started
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _check_reachable(address: str, source: str, timeout_s: float = 5.0) -> None:
+    if address.startswith("ray://"):
+        raise UsageError(f"{source} {address}: Ray Client addresses are not supported (the sweep's records are "
+                         "written where its driver runs); use HOST:PORT of the head node, or `ray job submit`")
+    if address.startswith(("http://", "https://")):
+        raise UsageError(f"{source} {address}: a dashboard (Jobs API) address; join a cluster by its head's "
+                         "HOST:PORT (port 6379 unless changed), or submit the sweep with `ray job submit --address "
+                         f"{address} -- mamba-tune sweep ...`" + ("; unset RAY_ADDRESS for a local Ray"
+                                                                  if source == "RAY_ADDRESS" else ""))
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise UsageError(f"{source} {address!r} is not HOST:PORT or auto, e.g. --address 10.0.0.5:6379")
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+    except OSError as exc:
+        raise UsageError(f"{source} {address}: no Ray cluster answers there ({exc.strerror or exc}); start one "
+                         "with `ray start --head` or check the address") from None
+
+
+def cluster_plan(space: SweepSpace) -> TrialPlan:
+    """Concurrency and per-worker resources for this cluster (raises ResourceError).
+
+    On a cluster `ray up` made, the plan is for the nodes its autoscaler may launch too, not only
+    those up now (GPU nodes that scale from zero are not up yet).
+    """
+    alive = [node["Resources"] for node in ray.nodes() if node["Alive"]]
+    launchable = launchable_nodes()
+    if not launchable:
+        return plan_trials(space.resources, alive)
+    heads = [node for node in alive if HEAD_RESOURCE in node]
+    return fullest_plan(space.resources, [alive, heads + launchable])
+
+
+def open_tracking(store: TrackingStore, client: Any, paths: SweepPaths, manifest: SweepManifest,
+                  space: SweepSpace, data: Dataset, plan: TrialPlan) -> SweepTracking:
+    """The sweep's MLflow experiment and parent run (reopened on resume); writes unsent earlier go first."""
+    log = TrackingLog(client, store.experiment_id(client, paths.name), manifest.sweep_id,
+                      paths.folder / TRACKING_SPOOL)
+    settings = {"trials": manifest.trials, "concurrency": plan.concurrency, "workers_per_trial": plan.workers,
+                "storage": paths.sweep_storage, "sweep_id": manifest.sweep_id,
+                **({"memory_probe": ProbeResult.from_dict(manifest.memory_probe).describe()}
+                   if manifest.memory_probe else {})}
+    return open_sweep(log, paths.folder / TRACKING_STAGING, paths.name, manifest.space, space, manifest.data,
+                      data.summary, data.baselines, settings)
+
+
+def send_pending(store: TrackingStore, client: Any, paths: SweepPaths, manifest: SweepManifest,
+                 finished: list[str]) -> int:
+    """Send MLflow writes a stopped sweep saved (a finished sweep has no resume to send them); returns those left.
+
+    Its driver stopped after the last trial's end but before the sweep's own: runs still open are ended too.
+    """
+    log = TrackingLog(client, store.experiment_id(client, paths.name), manifest.sweep_id,
+                      paths.folder / TRACKING_SPOOL)
+    log.end_lost_runs(finished)
+    log.end_run(SWEEP_KEY, "FINISHED")
+    return log.close(timeout_s=60)
+
+
+def run(paths: SweepPaths, space: SweepSpace, data: Dataset, trials: int, plan: TrialPlan,
+        tracking: SweepTracking, resume: bool = False) -> SweepOutcome:
+    """Run (or continue) the sweep until every trial has ended or it is interrupted; log it all to MLflow."""
+    start, complete = time.perf_counter(), False
+    ACTIVE[active_key(paths.folder / LEDGER)] = tracking
+    try:
+        results = _fit(paths, space, data, trials, plan, tracking, resume)
+        complete = len(results) >= trials and results.num_terminated + results.num_errors == len(results)
+        if complete:
+            end_lost_trials(paths)
+    finally:
+        records = list(Ledger(paths.folder / LEDGER).records.values())
+        _remove_snapshots(paths, records)
+        unsent = close_sweep(tracking, records, interrupted=not complete)
+        ACTIVE.pop(active_key(paths.folder / LEDGER), None)
+    return SweepOutcome(paths, trials, records, plan, time.perf_counter() - start, unsent, complete)
+
+
+def _remove_snapshots(paths: SweepPaths, records: list[TrialRecord]) -> None:
+    """The best.pt snapshots a recorded trial wrote after its record (it ran on until Tune killed it)."""
+    fs, train = storage_filesystem(paths.ray_storage), f"{paths.sweep_storage}/train"
+    for record in records:
+        remove_best_snapshots(fs, train, record.trial_id)
+
+
+def end_lost_trials(paths: SweepPaths) -> None:
+    """Once every trial has ended: Optuna trials a killed driver left RUNNING end as lost (search/searcher.py)."""
+    try:
+        fail_lost_trials(paths.study_url, paths.name)
+    except Exception as exc:  # noqa: BLE001 - the sweep's results stand; the study is only behind
+        note(f"optuna: could not end the trials a killed driver left running ({first_line(exc)})")
+
+
+def _fit(paths: SweepPaths, space: SweepSpace, data: Dataset, trials: int, plan: TrialPlan,
+         tracking: SweepTracking, resume: bool) -> ray.tune.ResultGrid:
+    setup = TrialSetup(run=space.run.to_dict(), dataset=ray.put(data), plan=plan,
+                       storage=f"{paths.sweep_storage}/train",
+                       finished={k: r.final_result() for k, r in Ledger(paths.folder / LEDGER).records.items()})
+    trainable = ray.tune.with_resources(ray.tune.with_parameters(run_trial, setup=setup), TRIAL_DRIVER_RESOURCES)
+    if resume:
+        if not ray.tune.Tuner.can_restore(paths.experiment):
+            raise UsageError(f"sweep {paths.name!r} was stopped before Ray Tune saved its state, so there is "
+                             f"nothing to resume; remove {paths.folder} and start it again")
+        tuner = ray.tune.Tuner.restore(paths.experiment, trainable, resume_unfinished=True, resume_errored=False)
+    else:
+        tuner = ray.tune.Tuner(
+            trainable,
+            tune_config=ray.tune.TuneConfig(
+                search_alg=make_searcher(space, paths.study_url, paths.name),
+                scheduler=GatedASHA(space.scheduler, space.gate), num_samples=trials,
+                max_concurrent_trials=plan.concurrency,
+                reuse_actors=False),  # a stopped trial's thread is still in TorchTrainer.fit: no reuse
+            run_config=ray.tune.RunConfig(
+                name=TUNE_DIR, storage_path=paths.sweep_storage, verbose=0,
+                callbacks=[SweepCallback(paths.folder / LEDGER, space, paths.ray_storage)]),
+        )
+    return tuner.fit()
+
+
+# The sweep's live MLflow tracking (it holds a thread), by ledger path, for SweepCallback: Ray Tune pickles
+# its callbacks with the sweep and restores them on resume, so a callback cannot hold it itself.
+ACTIVE: dict[str, SweepTracking] = {}
+
+
+def active_key(ledger_path: Path) -> str:
+    return str(ledger_path.resolve())
+
+
+class SweepCallback(ray.tune.Callback):
+    """A trial's life in the sweep: progress events, then its end, built once (record, history, best.pt)
+    and handed to the ledger and to MLflow. MLflow never stops the sweep: a failed write is reported."""
+
+    def __init__(self, ledger_path: Path, space: SweepSpace, storage: str) -> None:
+        self.ledger_path, self.gate, self.max_epochs = ledger_path, space.gate, space.scheduler.max_epochs
+        self.storage = storage  # where trial checkpoints live (a filesystem does not pickle: opened when needed)
+        self.train_s: dict[str, float] = {}
+        self.checkpoints: dict[str, str] = {}  # trial id -> its latest checkpoint folder
+        self.recorded: set[str] | None = None  # trial ids in the ledger, read once per driver
+
+    def __setstate__(self, state: dict[str, Any]) -> None:  # a sweep saved by an older version lacks these
+        self.__dict__.update({"storage": None, "checkpoints": {}, **state, "recorded": None})
+
+    @property
+    def tracking(self) -> SweepTracking:
+        return ACTIVE[active_key(self.ledger_path)]
+
+    @property
+    def _train_storage(self) -> str:
+        """Ray Train's storage of this sweep's trials (tuning/sweep/trial_files.py)."""
+        return f"{self.storage.rstrip('/')}/{self.ledger_path.parent.name}/train"
+
+    def _in_ledger(self, trial: Trial) -> bool:
+        """Recorded already: by this driver, or by one killed since (TrialSetup.finished ends it again)."""
+        if self.recorded is None:
+            self.recorded = set(Ledger(self.ledger_path).records)
+        return trial.trial_id in self.recorded
+
+    def on_trial_start(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
+        if self._in_ledger(trial):  # ended before a driver was killed: only its end comes again
+            return
+        publish(TrialStarted(trial.trial_id, dict(trial.config)))
+        with never_stops_the_sweep("the start", trial.trial_id):
+            open_trial(self.tracking, trial.trial_id, dict(trial.config))
+
+    def on_trial_result(self, iteration: int, trials: list[Trial], trial: Trial, result: dict, **info: Any) -> None:
+        if self._in_ledger(trial):
+            return
+        self.train_s[trial.trial_id] = self.train_s.get(trial.trial_id, 0.0) + result.get("epoch_s", 0.0)
+        if result.get("checkpoint_path"):
+            self.checkpoints[trial.trial_id] = result["checkpoint_path"]
+        if self.storage and result.get("best_epoch") == result.get("epoch", -1) and result["best_epoch"] > 0:
+            # a stop comes at this result or a later one: the snapshots of earlier best epochs are done with
+            prune_best_snapshots(storage_filesystem(self.storage), self._train_storage, trial.trial_id,
+                                 result["best_epoch"])
+        if "epoch" in result and "val_loss" in result:
+            publish(EpochEnded(trial.trial_id, int(result["epoch"]), float(result["val_loss"])))
+        with never_stops_the_sweep("an epoch", trial.trial_id):
+            log_trial_epoch(self.tracking, trial.trial_id, dict(trial.config), result)
+
+    def on_trial_complete(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
+        self._finish(trials, trial, errored=False)
+
+    def on_trial_error(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
+        self._finish(trials, trial, errored=True)
+
+    def _finish(self, trials: list[Trial], trial: Trial, errored: bool) -> None:
+        staging = self.ledger_path.parent / TRACKING_STAGING
+        ledger = Ledger(self.ledger_path)
+        if self._in_ledger(trial):  # recorded by a killed driver: MLflow gets its end again, in case it had not
+            end = self._recorded_end(ledger, trial.trial_id, staging)
+        else:
+            end = self._new_end(trial, errored, staging, ledger)
+            running = sum(t.status == Trial.RUNNING and t is not trial for t in trials)
+            publish(TrialEnded(end.record, running, end.finished, _error_line(trial) if errored else None))
+        with never_stops_the_sweep("the end", trial.trial_id):
+            end_trial(self.tracking, dict(trial.config), end)
+
+    def _new_end(self, trial: Trial, errored: bool, staging: Path, ledger: Ledger) -> TrialEnd:
+        """Why and where it stopped, its history and best.pt (staged before the record is written: MLflow
+        gets the record's best.pt, never one the trial wrote after its stop); then its ledger record."""
+        last = trial.last_result or None
+        reason, epoch = stop_reason(self.gate, self.max_epochs, last, errored)
+        last = last or {}
+        best_epoch = int(last.get("best_epoch", 0))
+        history: list[dict[str, Any]] = []
+        best = None
+        if self.storage:
+            fs, train = storage_filesystem(self.storage), self._train_storage
+            named = self.checkpoints.get(trial.trial_id) or last.get("checkpoint_path")
+            checkpoint, history = final_checkpoint(fs, named, train, trial.trial_id, epoch)
+            best = stage_best(fs, train, trial.trial_id, best_epoch, checkpoint, staged_best(staging, trial.trial_id))
+            remove_best_snapshots(fs, train, trial.trial_id)
+        record = TrialRecord(
+            trial_id=trial.trial_id, params=dict(trial.config), stop_reason=reason, stop_epoch=epoch,
+            best_val_loss=float(last.get("best_val_loss", float("inf"))), best_epoch=best_epoch,
+            e0_val_loss=float(last.get("e0_val_loss", float("nan"))),
+            baseline_persistence=float(last.get("baseline_persistence", float("nan"))),
+            train_s=self.train_s.get(trial.trial_id, 0.0), val_curve=tuple(m["val_loss"] for m in history))
+        ledger.add(record)
+        self.recorded.add(trial.trial_id)
+        return TrialEnd(record, history, best, tuple(ledger.records.values()))
+
+    def _recorded_end(self, ledger: Ledger, trial_id: str, staging: Path) -> TrialEnd:
+        """The end an earlier driver recorded: its history from the checkpoint; its best.pt if still unsent."""
+        record, history = ledger.records[trial_id], []
+        if self.storage:
+            _, history = final_checkpoint(storage_filesystem(self.storage), None, self._train_storage,
+                                          record.trial_id, record.stop_epoch)
+        best = staged_best(staging, trial_id)
+        return TrialEnd(record, history, best if best.exists() else None, tuple(ledger.records.values()))
+
+
+def _error_line(trial: Trial) -> str:
+    """The last line of the trial's error (its type and message)."""
+    path = getattr(trial, "error_file", None)
+    try:
+        lines = [line for line in Path(path).read_text().splitlines() if line.strip()] if path else []
+    except OSError:
+        lines = []
+    return lines[-1].strip() if lines else "see the trial's error.txt"

@@ -1,0 +1,99 @@
+"""The PNGs logged to MLflow: a trial's loss curves; a sweep's val_loss curves and val_loss per hyperparameter.
+
+Losses are in scaled target units (the training targets' variance is 1), drawn on a log axis.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only, no display
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
+
+from tuning.search.ledger import TrialRecord  # noqa: E402
+
+REASON_COLOURS = {"completed": "tab:green", "asha": "tab:orange", "gate": "tab:red", "nan": "tab:purple",
+                  "error": "tab:gray"}
+HYPERPARAMETERS = (("learning_rate", True), ("weight_decay", True), ("batch_size", True))  # (name, log axis)
+
+
+def loss_curve(history: Sequence[dict[str, Any]], path: Path, title: str) -> Path:
+    """train_loss and val_loss per epoch (epoch 0: before training), the best epoch and the persistence baseline."""
+    epochs = [m["epoch"] for m in history]
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    ax.plot(epochs, [_positive(m["train_loss"]) for m in history], "o-", ms=3, label="train_loss")
+    ax.plot(epochs, [_positive(m["val_loss"]) for m in history], "o-", ms=3, label="val_loss")
+    if history:
+        last = history[-1]
+        ax.axhline(last["baseline_persistence"], ls="--", c="gray", lw=1, label="persistence baseline")
+        ax.axvline(last["best_epoch"], ls=":", c="tab:green", lw=1, label=f"best epoch {last['best_epoch']}")
+    _finish(fig, ax, path, title, "epoch", "loss (MSE, scaled units)")
+    return path
+
+
+def sweep_curves(records: Sequence[TrialRecord], path: Path, title: str) -> Path:
+    """Every trial's val_loss per epoch, coloured by why it ended."""
+    fig, ax = plt.subplots(figsize=(8, 4.8))
+    for record in records:
+        curve = [_positive(v) for v in record.val_curve]
+        ax.plot(range(len(curve)), curve, "-", lw=1.2, alpha=0.8, c=REASON_COLOURS.get(record.stop_reason, "k"))
+    _legend_by_reason(ax, records)
+    _finish(fig, ax, path, title, "epoch", "val_loss (MSE, scaled units)")
+    return path
+
+
+def loss_by_hyperparameter(records: Sequence[TrialRecord], path: Path, title: str) -> Path:
+    """Each trial's best val_loss against each searched hyperparameter, coloured by why it ended."""
+    fig, axes = plt.subplots(1, len(HYPERPARAMETERS), figsize=(12, 4), sharey=True)
+    for ax, (name, log_x) in zip(axes, HYPERPARAMETERS, strict=True):
+        points = [(r.params[name], r.best_val_loss, r.stop_reason) for r in records
+                  if name in r.params and math.isfinite(r.best_val_loss) and r.best_val_loss > 0]
+        for x, y, reason in points:
+            ax.scatter(x, y, c=REASON_COLOURS.get(reason, "k"), s=28)
+        if log_x and points:
+            ax.set_xscale("log", base=2 if name == "batch_size" else 10)
+        ax.set_xlabel(name)
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("best val_loss")
+    axes[0].set_yscale("log")
+    _legend_by_reason(axes[-1], records)
+    fig.suptitle(title)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def _legend_by_reason(ax: Any, records: Sequence[TrialRecord]) -> None:
+    for reason in REASON_COLOURS:
+        count = sum(r.stop_reason == reason for r in records)
+        if count:
+            ax.plot([], [], "-", c=REASON_COLOURS[reason], label=f"{reason} ({count})")
+    if records:
+        ax.legend(fontsize=8)
+
+
+def _finish(fig: Any, ax: Any, path: Path, title: str, xlabel: str, ylabel: str) -> None:
+    ax.set_yscale("log")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # epochs
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def _positive(value: float) -> float:
+    """Non-finite or non-positive losses are left out of a log axis (NaN breaks the line there)."""
+    return value if math.isfinite(value) and value > 0 else math.nan

@@ -1,0 +1,105 @@
+"""The registered model: an MLflow pyfunc that forecasts from a DataFrame of bars ("models from code").
+
+tuning/tracking/registry.py logs this file as the model's code, best.pt as its "checkpoint" artifact
+and the `model` package beside it (code_paths), so nothing is pickled and loading needs
+neither mamba-tune nor this repository, only the packages in the model's requirements:
+
+    import mlflow, pandas as pd
+    mlflow.set_tracking_uri(...)  # the store it was registered in
+    forecaster = mlflow.pyfunc.load_model("models:/mamba-forecaster/3")
+    bars = pd.read_parquet("bars.parquet")  # timestamp, open, high, low, close, volume; window+1 rows or more
+    forecaster.predict(bars)  # -> DataFrame: timestamp (UTC), prediction
+
+The signature names the six columns (MLflow refuses a frame without one of them) and leaves
+their types to this file, which takes a DataFrame as `read_bars` takes a file: any timestamp
+type it accepts (timezone-aware or not), integer or float prices and volume.
+
+This file imports only `model` (shipped with it), never `tuning`.
+"""
+
+import dataclasses
+
+import mlflow
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import torch
+from mlflow.exceptions import MlflowException
+
+from model.bars import FIELDS, DataError, bars_from_table
+from model.checkpoint import load_checkpoint
+from model.config import ModelConfig
+from model.features import bar_features
+from model.forecaster import Forecaster
+
+SOURCE = "model_input"  # what error messages call the bars they were given
+BATCH = 256  # windows per forward pass: bounds memory on long inputs
+
+
+class BarsForecaster(mlflow.pyfunc.PythonModel):
+    """The Forecaster of a best.pt checkpoint with its scaler and data settings, on CPU in eval mode."""
+
+    def load_context(self, context: mlflow.pyfunc.PythonModelContext) -> None:
+        checkpoint = load_checkpoint(context.artifacts["checkpoint"])  # weights_only=True
+        config = ModelConfig.from_dict(checkpoint["model_config"])
+        self.model = Forecaster(dataclasses.replace(config, backend="torch"))  # CPU: the pure-torch path
+        self.model.load_state_dict(checkpoint["model"])
+        self.model.eval()
+        data, scaler = checkpoint["data"], checkpoint["scaler"]
+        self.window, self.horizon, self.target = data["window"], data["horizon"], data["target"]
+        self.feature_mean = np.asarray(scaler["feature_mean"], dtype=np.float32)  # (n_features,)
+        self.feature_std = np.asarray(scaler["feature_std"], dtype=np.float32)  # (n_features,)
+        self.target_mean, self.target_std = float(scaler["target_mean"]), float(scaler["target_std"])
+
+    def predict(self, context: mlflow.pyfunc.PythonModelContext, model_input: pd.DataFrame,
+                params: dict | None = None) -> pd.DataFrame:
+        """Bars (n_bars rows, chronological) -> (n_bars - window) rows: timestamp, prediction.
+
+        The row for bar i forecasts from the window of bars i-window+1..i (bar 0 has no
+        previous bar and is never an input); prediction is in the target's own units
+        (return: a log return; volatility: a log volatility; close: a price).
+        """
+        bars = _bars(model_input, self.window)
+        features = bar_features(bars)  # (n_bars, n_features) unscaled, float32 as in training
+        features -= self.feature_mean
+        features /= self.feature_std
+        windows = torch.from_numpy(features).unfold(0, self.window, 1).transpose(1, 2)  # (n_bars-window+1, window, f)
+        windows = windows[1:]  # (n_bars-window, window, n_features): the first would start at bar 0
+        with torch.inference_mode():
+            scaled = torch.cat([self.model(part.contiguous()) for part in windows.split(BATCH)])  # (n_bars-window, 1)
+        prediction = scaled[:, 0].double().numpy() * self.target_std + self.target_mean
+        return pd.DataFrame({"timestamp": pd.to_datetime(bars.timestamp[self.window:]),  # UTC, timezone-naive
+                             "prediction": prediction})
+
+
+def _bars(frame: pd.DataFrame, window: int):
+    """The DataFrame's bars, validated like a Parquet file's; an MlflowException (one line) if unusable."""
+    if not isinstance(frame, pd.DataFrame):
+        raise MlflowException.invalid_parameter_value(
+            f"{SOURCE}: got {type(frame).__name__}, bars must be a pandas DataFrame with columns {', '.join(FIELDS)}; "
+            "pass a DataFrame")
+    have = {str(name).lower() for name in frame.columns}
+    missing = [field for field in FIELDS if field not in have]
+    if missing:
+        raise MlflowException.invalid_parameter_value(
+            f"{SOURCE}: column(s) {', '.join(missing)} missing, bars need {', '.join(FIELDS)}; "
+            "add or rename the columns")
+    if len(frame) < window + 1:
+        raise MlflowException.invalid_parameter_value(
+            f"{SOURCE}: {len(frame)} bars are too few, the model reads windows of {window} bars after a first bar "
+            f"(which has no previous bar), so at least {window + 1} are needed; pass more history")
+    if "timestamp" in frame.columns and pd.api.types.is_string_dtype(frame["timestamp"]):  # JSON (serving): text
+        try:
+            frame = frame.assign(timestamp=pd.to_datetime(frame["timestamp"], utc=True, format="ISO8601"))
+        except (ValueError, TypeError) as exc:
+            raise MlflowException.invalid_parameter_value(
+                f"{SOURCE}: column 'timestamp' holds text that is not an ISO 8601 time "
+                f"({str(exc).splitlines()[0]}); pass datetimes or ISO 8601 strings") from None
+    try:
+        table = pa.Table.from_pandas(frame, preserve_index=False)
+        return bars_from_table(table, SOURCE)
+    except (DataError, pa.ArrowException) as exc:
+        raise MlflowException.invalid_parameter_value(str(exc).splitlines()[0]) from None
+
+
+mlflow.models.set_model(BarsForecaster())

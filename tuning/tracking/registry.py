@@ -1,0 +1,172 @@
+"""The production run in MLflow, and its model registered as a new version of a named model.
+
+    experiment "production" (--experiment)
+      run "train <out>"    tags mamba_tune.role=production, mamba_tune.data, mamba_tune.out, mamba_tune.best_epoch
+                           params data.*, model.*, train.* (the run configuration)
+                           metrics every epoch with step=epoch (0: before training)
+                           artifacts config.yaml, metrics.json
+      logged model "model" (MLflow 3 keeps it beside the run, under <experiment>/models/<model id>):
+                           a pyfunc of tuning/tracking/pyfunc_model.py + the `model` package + best.pt,
+                           with its input example, signature (the bar columns) and pinned requirements
+    Model Registry         <name> version N, one per registered run, from that logged model
+
+Loading needs neither mamba-tune nor this repository: mlflow.pyfunc.load_model("models:/<name>/<N>").
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+import model
+from model.bars import FIELDS, Bars, bars_from_table
+from model.train import FitResult
+from tuning.errors import UsageError
+from tuning.search.recipe import TrainingRecipe
+from tuning.tracking.store import EPOCH_METRICS, TrackingStore
+
+DEFAULT_EXPERIMENT = "production"
+PYFUNC_FILE = Path(__file__).with_name("pyfunc_model.py")  # the model's code, logged as a file: nothing pickled
+MODEL_PACKAGE = Path(model.__file__).parent  # shipped with the model, so it loads where mamba-tune is not installed
+REQUIREMENTS = ("mlflow", "torch", "numpy", "pandas", "pyarrow")  # what pyfunc_model.py and `model` import
+EXAMPLE_EXTRA_BARS = 4  # the input example: a first bar, one window, and these bars more
+_NAME = re.compile(r"[A-Za-z0-9._-]+")
+
+
+@dataclass(frozen=True)
+class Registered:
+    run_id: str
+    experiment_id: str
+    name: str
+    version: int
+
+    @property
+    def model_uri(self) -> str:
+        return f"models:/{self.name}/{self.version}"
+
+
+def check_model_name(name: str) -> str:
+    """`name` if it can name a registered model here (letters, digits, '-', '_', '.'), else a UsageError."""
+    if not _NAME.fullmatch(name) or len(name) > 256:
+        raise UsageError(f"--register {name!r}: a model name is 1 to 256 letters, digits, '-', '_' or '.'; "
+                         "choose one such as mamba-forecaster")
+    return name
+
+
+def register_run(store: TrackingStore, experiment: str, model_name: str, config: TrainingRecipe, data_path: Path,
+                 out_dir: Path, result: FitResult) -> Registered:
+    """Log the finished run in `out_dir` (config.yaml, metrics.json, best.pt) and register its model.
+
+    The run ends FINISHED once the model version exists; a failure on the way ends it FAILED.
+    """
+    import mlflow
+    from mlflow.entities import Metric, Param
+
+    client = store.client()
+    experiment_id = store.experiment_id(client, experiment)
+    example = input_example(data_path, config)
+    tags = {"mamba_tune.role": "production", "mamba_tune.data": str(Path(data_path).resolve()),
+            "mamba_tune.out": str(Path(out_dir).resolve()), "mamba_tune.best_epoch": str(result.best_epoch)}
+    params = {f"{section}.{key}": str(value) for section, values in config.to_dict().items()
+              for key, value in values.items()}
+    now = int(time.time() * 1000)
+    metrics = [Metric(key, float(m[key]), now, int(m["epoch"])) for m in result.history for key in EPOCH_METRICS
+               if key in m]
+    with _mlflow_settings(store.uri), mlflow.start_run(experiment_id=experiment_id, run_name=f"train {out_dir.name}",
+                                                    tags=tags) as run:
+        run_id = run.info.run_id
+        client.log_batch(run_id, params=[Param(k, v) for k, v in params.items()], synchronous=True)
+        for start in range(0, len(metrics), 1000):  # a batch holds at most 1000 metrics
+            client.log_batch(run_id, metrics=metrics[start:start + 1000], synchronous=True)
+        for name in ("config.yaml", "metrics.json"):
+            client.log_artifact(run_id, str(out_dir / name))
+        info = mlflow.pyfunc.log_model(
+            name="model",
+            python_model=str(PYFUNC_FILE),  # models from code: the file is the model's code
+            artifacts={"checkpoint": str((out_dir / "best.pt").resolve())},
+            code_paths=[str(MODEL_PACKAGE)],  # importable beside the model's code when it loads
+            input_example=example,  # saved with the model; MLflow checks that it predicts
+            signature=signature(),
+            pip_requirements=requirements(),
+            registered_model_name=model_name,  # a new version of it
+            step=result.best_epoch,
+        )
+    return Registered(run_id, experiment_id, model_name, int(info.registered_model_version))
+
+
+def input_example(data_path: Path, config: TrainingRecipe) -> pd.DataFrame:
+    """The first window + 1 + EXAMPLE_EXTRA_BARS bars of the training data, as the model takes them.
+
+    Logged with the model, as the documentation of its input.
+    """
+    rows = config.data.window + 1 + EXAMPLE_EXTRA_BARS
+    batches, have = [], 0
+    for batch in pq.ParquetFile(data_path).iter_batches(batch_size=rows):  # only the first rows are read
+        batches.append(batch)
+        have += batch.num_rows
+        if have >= rows:
+            break
+    first = pa.Table.from_batches(batches).slice(0, rows)
+    return bars_frame(bars_from_table(first, str(data_path), config.data.columns))
+
+
+def bars_frame(bars: Bars) -> pd.DataFrame:
+    """Validated bars as the DataFrame the model predicts on: timestamp (UTC, timezone-naive: MLflow's datetime
+    type has no timezone), prices and volume as float64."""
+    return pd.DataFrame({"timestamp": pd.to_datetime(bars.timestamp), "open": bars.open,
+                         "high": bars.high, "low": bars.low, "close": bars.close, "volume": bars.volume})
+
+
+def signature():
+    """The six bar columns, required, of any type: MLflow's inferred types would refuse the bars `pd.read_parquet`
+    gives (a timezone-aware timestamp, int64 volume); the model validates them as `read_bars` validates a file."""
+    from mlflow.models import ModelSignature
+    from mlflow.types.schema import AnyType, ColSpec, Schema
+
+    return ModelSignature(inputs=Schema([ColSpec(AnyType(), field) for field in FIELDS]),
+                          outputs=Schema([ColSpec("datetime", "timestamp"), ColSpec("double", "prediction")]))
+
+
+def requirements() -> list[str]:
+    """Pinned pip requirements of the logged model (given, so MLflow does not infer them by loading it)."""
+    pins = []
+    for package in REQUIREMENTS:
+        try:
+            pins.append(f"{package}=={version(package).split('+')[0]}")  # torch's "+cpu" names a wheel index
+        except PackageNotFoundError:
+            pins.append(package)
+    return pins
+
+
+@contextmanager
+def _mlflow_settings(uri: str) -> Iterator[None]:
+    """MLflow's fluent API (start_run, log_model) writes to the process-wide tracking and registry URIs,
+    which it mirrors in MLFLOW_TRACKING_URI and MLFLOW_REGISTRY_URI: point them at `uri`, then put them
+    back. Meanwhile no artifact progress bars (log_model's check of the input example draws one)."""
+    import mlflow
+
+    keys = ("MLFLOW_TRACKING_URI", "MLFLOW_REGISTRY_URI", "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR")
+    saved = {key: os.environ.get(key) for key in keys}
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    mlflow.set_tracking_uri(uri)
+    mlflow.set_registry_uri(uri)
+    try:
+        yield
+    finally:
+        mlflow.set_tracking_uri(saved["MLFLOW_TRACKING_URI"])  # None: MLflow's default again
+        mlflow.set_registry_uri(saved["MLFLOW_REGISTRY_URI"])
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value

@@ -1,0 +1,206 @@
+"""A sweep in MLflow: one experiment per sweep name, a parent run for the sweep, a nested run per trial.
+
+    experiment <sweep name>
+      run "<name> sweep"          params: sweep settings, search space, data summary, baselines
+        (mamba_tune.role=sweep)   artifacts: space.yaml, data.json; when it ends: leaderboard.json,
+                                  best.yaml, val_loss_curves.png, val_loss_by_hyperparameter.png
+                                  metrics: best_val_loss and trials_finished, step = trials finished
+        run "<trial> lr .. wd .."  tag mlflow.parentRunId; params learning_rate, weight_decay,
+          (one per trial)          batch_size and the fixed data/model/train settings; metrics
+                                   every epoch with step=epoch (0: before training); tags trial_id,
+                                   stop_reason, stop_epoch; artifacts checkpoint/best.pt,
+                                   config.yaml, loss_curve.png
+
+Written by the driver, through TrackingLog (buffered, in order, idempotent): a resumed sweep or
+a restarted trial continues its own runs, and an epoch is logged once.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import ray.tune
+import yaml
+
+from model.atomic import write_text_atomic
+from tuning.search.best_config import train_command, write_best_config
+from tuning.search.ledger import TrialRecord, best_record, leaderboard
+from tuning.search.space import SEARCHABLE, Choice, SweepSpace, with_params
+from tuning.tracking.log import SWEEP_KEY, TrackingLog, note
+from tuning.tracking.plots import loss_by_hyperparameter, loss_curve, sweep_curves
+from tuning.tracking.store import EPOCH_METRICS, first_line
+
+RUN_STATUS = {"completed": "FINISHED", "asha": "FINISHED", "gate": "FINISHED", "nan": "FAILED", "error": "FAILED"}
+CLOSE_TIMEOUT_S = 60.0  # how long the end of a sweep waits for an unreachable store before spooling
+
+
+@dataclass
+class SweepTracking:
+    """What the sweep's MLflow logging needs; made by `open_sweep`, used for each trial and by `close_sweep`.
+
+    It holds a thread, so it never travels with the pickled sweep: SweepCallback finds it in ACTIVE.
+    """
+
+    log: TrackingLog
+    staging: Path  # files waiting to be uploaded (removed once sent)
+    space: SweepSpace
+    name: str
+    data_path: str
+    open_trials: set[str] = field(default_factory=set)
+
+
+def open_sweep(log: TrackingLog, staging: Path, name: str, space_values: dict[str, Any],
+               space: SweepSpace, data_path: str, data_summary: dict[str, Any], baselines: dict[str, float],
+               settings: dict[str, Any]) -> SweepTracking:
+    """Start (or reopen) the sweep's parent run with its settings, space and data."""
+    params = {**{f"sweep.{k}": v for k, v in settings.items()}, **_space_params(space),
+              **{f"data.{k}": v for k, v in data_summary.items() if k != "features"},
+              **{f"baseline.{k}": v for k, v in baselines.items()}}
+    note = (f"Sweep **{name}**: {settings['trials']} trials searching {', '.join(space.search)} "
+            f"(ASHA to {space.scheduler.max_epochs} epochs, gate at epoch {space.gate.epoch}). "
+            "Each nested run is one trial; its tag stop_reason says why it ended.")
+    log.start_run(SWEEP_KEY, f"{name} sweep", tags={"mamba_tune.role": "sweep", "mlflow.note.content": note},
+                  params=params)
+    tracking = SweepTracking(log, staging, space, name, data_path)
+    write_text_atomic(staging / "sweep" / "space.yaml", yaml.safe_dump(space_values, sort_keys=False))
+    write_text_atomic(staging / "sweep" / "data.json", json.dumps({**data_summary, "baselines": baselines}, indent=1))
+    for file in ("space.yaml", "data.json"):
+        log.log_artifact(SWEEP_KEY, staging / "sweep" / file, remove_after=True)
+    return tracking
+
+
+def close_sweep(tracking: SweepTracking, records: list[TrialRecord], interrupted: bool) -> int:
+    """The sweep's summary artifacts; ends its runs (KILLED when interrupted); returns writes left unsent."""
+    try:
+        _summarise(tracking, records, interrupted)
+    except Exception as exc:  # noqa: BLE001 - a failed plot must not hide the sweep's result
+        note(f"tracking: could not log the sweep's summary ({first_line(exc)})")
+    finally:  # whatever happened above, what was written is sent or spooled
+        unsent = tracking.log.close(CLOSE_TIMEOUT_S)
+    if not unsent:  # every staged file was sent: the folder holds only empty ones
+        shutil.rmtree(tracking.staging, ignore_errors=True)
+    return unsent
+
+
+def _summarise(tracking: SweepTracking, records: list[TrialRecord], interrupted: bool) -> None:
+    log, folder = tracking.log, tracking.staging / "sweep"
+    for trial_id in sorted(tracking.open_trials):  # started, not finished: they continue on resume
+        log.end_run(trial_id, "KILLED")
+    if records:
+        rows = [{"rank": i, **r.__dict__} for i, r in enumerate(leaderboard(records), start=1)]
+        write_text_atomic(folder / "leaderboard.json", json.dumps(rows, indent=1))
+        title = f"sweep {tracking.name}: {len(records)} trials finished"
+        sweep_curves(records, folder / "val_loss_curves.png", title)
+        loss_by_hyperparameter(records, folder / "val_loss_by_hyperparameter.png", title)
+        files = ["leaderboard.json", "val_loss_curves.png", "val_loss_by_hyperparameter.png"]
+        best = best_record(records)
+        if best is not None:
+            write_best_config(tracking.space, best, tracking.name, tracking.data_path, folder / "best.yaml")
+            log.set_tags(SWEEP_KEY, {"best_trial_id": best.trial_id})
+            files.append("best.yaml")
+        for file in files:
+            log.log_artifact(SWEEP_KEY, folder / file, remove_after=True)
+    if not interrupted:  # every trial Ray Tune knows has ended: any other run was lost with a killed driver
+        log.end_lost_runs([r.trial_id for r in records])
+    log.end_run(SWEEP_KEY, "KILLED" if interrupted else "FINISHED")
+
+
+@dataclass(frozen=True)
+class TrialEnd:
+    """A trial's end, built once by the sweep (tuning/sweep/session.py: SweepCallback) for the ledger and for MLflow."""
+
+    record: TrialRecord  # as the ledger holds it
+    history: list[dict[str, Any]]  # every epoch up to its stop, from its checkpoint ([] when none is left)
+    best: Path | None  # its record's best.pt, staged for upload (None: sent already, or it saved none)
+    finished: tuple[TrialRecord, ...]  # every trial the ledger holds, this one included
+
+
+def open_trial(t: SweepTracking, trial_id: str, params: dict[str, Any]) -> None:
+    """The trial's nested run: its parameters and the fixed settings of its training."""
+    run = with_params(t.space.run, params).to_dict()
+    fixed = {f"{section}.{k}": v for section, values in run.items() for k, v in values.items()
+             if not (section == "train" and k in SEARCHABLE.values())}
+    name = (f"{trial_id} lr {params.get('learning_rate', 0):.2e} wd {params.get('weight_decay', 0):.1e} "
+            f"bs {params.get('batch_size', '-')}")
+    t.log.start_run(trial_id, name, parent=SWEEP_KEY, tags={"trial_id": trial_id, "mamba_tune.role": "trial"},
+                    params={**params, **fixed})
+    t.open_trials.add(trial_id)
+
+
+def log_trial_epoch(t: SweepTracking, trial_id: str, params: dict[str, Any], result: dict[str, Any]) -> None:
+    """An epoch's metrics (the run is opened first if this driver has not yet: a resumed trial)."""
+    if trial_id not in t.open_trials:
+        open_trial(t, trial_id, params)
+    if "epoch" in result:
+        t.log.log_epoch(trial_id, result["epoch"], _epoch_metrics(result))
+
+
+def end_trial(t: SweepTracking, params: dict[str, Any], end: TrialEnd) -> None:
+    """Its end: epochs not yet sent, tags, best.pt, config.yaml and loss curve; the sweep's running summary.
+
+    For a trial ended again after a killed driver the same writes are sent again, in case that driver had
+    not sent them (every write is idempotent).
+    """
+    record, key = end.record, end.record.trial_id
+    if key not in t.open_trials:
+        open_trial(t, key, params)
+    t.open_trials.discard(key)
+    reason, epoch = record.stop_reason, record.stop_epoch
+    for metrics in end.history:  # epochs an earlier driver reported but never sent (killed): sent now, once
+        t.log.log_epoch(key, metrics["epoch"], _epoch_metrics(metrics))
+    t.log.set_tags(key, {"stop_reason": reason, "stop_epoch": epoch, "best_epoch": record.best_epoch})
+    if end.best is not None:
+        t.log.log_artifact(key, end.best, "checkpoint", remove_after=True)
+    folder = t.staging / key
+    config = with_params(t.space.run, params)
+    config.write_yaml(folder / "config.yaml", train_command(t.data_path, Path("config.yaml")),
+                      (f"Trial {key} of sweep {t.name}; ended {reason} at epoch {epoch}.",))
+    t.log.log_artifact(key, folder / "config.yaml", remove_after=True)
+    if end.history:
+        loss_curve(end.history, folder / "loss_curve.png", f"trial {key}: ended {reason} at epoch {epoch}")
+        t.log.log_artifact(key, folder / "loss_curve.png", remove_after=True)
+    t.log.end_run(key, RUN_STATUS[reason])
+    best_trial = best_record(list(end.finished))
+    summary = {"trials_finished": len(end.finished)}
+    if best_trial is not None:
+        summary["best_val_loss"] = best_trial.best_val_loss
+    t.log.log_epoch(SWEEP_KEY, len(end.finished), summary, int(time.time() * 1000))
+
+
+class TrackingCallback(ray.tune.Callback):
+    """Held by sweeps an earlier version saved (Ray Tune restores its callbacks with the sweep): it did
+    the MLflow half of a trial's life, which SweepCallback does now. Restored, it does nothing."""
+
+
+@contextmanager
+def never_stops_the_sweep(what: str, trial_id: str) -> Iterator[None]:
+    """Preparing a write can fail (a full disk, unreadable storage): say so; training goes on."""
+    try:
+        yield
+    except Exception as exc:  # noqa: BLE001 - tracking must not end the sweep
+        note(f"tracking: could not log {what} of trial {trial_id} ({first_line(exc)}); the sweep goes on")
+
+
+
+def _space_params(space: SweepSpace) -> dict[str, Any]:
+    params: dict[str, Any] = {}
+    for name, dim in space.search.items():
+        if isinstance(dim, Choice):
+            params[f"search.{name}"] = f"choice {list(dim.choices)}"
+        else:
+            params[f"search.{name}"] = f"{'log' if dim.log else ''}uniform [{dim.low:g}, {dim.high:g}]"
+    params.update({f"scheduler.{k}": v for k, v in space.scheduler.__dict__.items()})
+    params.update({f"gate.{k}": v for k, v in space.gate.__dict__.items() if v is not None})
+    params.update({f"resources.{k}": v for k, v in space.resources.__dict__.items() if v is not None})
+    return params
+
+
+def _epoch_metrics(result: dict[str, Any]) -> dict[str, float]:
+    return {k: result[k] for k in EPOCH_METRICS if k in result and isinstance(result[k], (int, float))}
