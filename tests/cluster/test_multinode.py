@@ -7,6 +7,7 @@ trial must run there. The storage is a folder both nodes see (one machine), the 
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import time
@@ -54,11 +55,20 @@ def train_nodes(cluster) -> dict[str, set[str]]:
     return used
 
 
-def running_on_a_checkpoint(storage: Path) -> str | None:
-    """A trial not yet in the ledger that has saved a checkpoint (it is training), or None."""
+def running_past_the_first_rung(storage: Path, epochs: range) -> str | None:
+    """A trial not yet in the ledger whose newest checkpoint holds an epoch in `epochs`, or None."""
     finished = ledger(storage) if (storage / LEDGER).exists() else {}
     return next((folder.name for folder in (storage / "train").glob("*")
-                 if folder.name not in finished and any(folder.glob("checkpoint_*"))), None)
+                 if folder.name not in finished and newest_epoch(folder) in epochs), None)
+
+
+def newest_epoch(trial: Path) -> int | None:
+    """The last epoch in the trial's checkpoints (None before its first, or while one is being written)."""
+    try:
+        return max((json.loads(h.read_text())[-1]["epoch"] for h in trial.glob("checkpoint_*/history.json")),
+                   default=None)
+    except (ValueError, IndexError, KeyError, OSError):
+        return None
 
 
 def test_doctor_reports_each_node_the_shared_storage_and_the_tracking_server(cluster, tracking_server, tmp_path):
@@ -113,13 +123,16 @@ def test_a_folder_one_node_cannot_see_is_refused_as_storage(cluster, bars, tmp_p
 
 def test_a_sweep_survives_the_loss_of_its_worker_node(cluster, tracking_server, bars, tmp_path):
     storage = tmp_path / "shared" / "sweeps"
-    space = write_space(tmp_path, trials=6, initial=SPACE["initial"][:1], resources=RESOURCES)
+    # One ASHA rung, at epoch 2 (the next would be 8, the end): a trial past it trains to epoch 8, so one
+    # caught at epochs 3-5 is still training when its node dies (the first initial point always gets there).
+    space = write_space(tmp_path, trials=6, initial=SPACE["initial"][:1], resources=RESOURCES,
+                        scheduler={"max_epochs": 8, "grace_period": 2, "reduction_factor": 4})
     client, job = submit(cluster, "sweep", "--data", bars, "--space", space, "--storage", storage, "--name", "k",
                          "--tracking-uri", tracking_server.url)
     deadline = time.monotonic() + 600
-    # A trial has finished and another is mid-run: it has saved a checkpoint (killed earlier, while its
-    # workers were still starting, a trial would have nothing on the lost node to resume from).
-    while not ((storage / "k" / LEDGER).exists() and running_on_a_checkpoint(storage / "k")):
+    # A trial has finished and another is mid-run, with checkpoints to resume from.
+    while not ((storage / "k" / LEDGER).exists()
+               and (interrupted := running_past_the_first_rung(storage / "k", range(3, 6)))):
         status = client.get_job_status(job)
         assert time.monotonic() < deadline and status in {JobStatus.PENDING, JobStatus.RUNNING}, client.get_job_logs(job)
         time.sleep(0.2)
@@ -135,6 +148,5 @@ def test_a_sweep_survives_the_loss_of_its_worker_node(cluster, tracking_server, 
     assert all(r["stop_reason"] != "error" for r in after.values()), after
     replacement = cluster.node_id(TRIAL_SLOT)
     used = train_nodes(cluster)
-    moved = [trial for trial in after if {lost, replacement} <= used[trial]]
-    assert moved, (lost, replacement, used)  # a trial that lost its node went on, on the new one
+    assert interrupted not in before and {lost, replacement} <= used[interrupted], (lost, replacement, used)
     assert_sweep_logged(tracking_server.url, "k", after, tmp_path)
