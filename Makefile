@@ -48,7 +48,7 @@ $(CHROMIUM):
 test: $(STAMP) $(CHROMIUM)
 	$(PY) -m pytest -q
 
-# The load test (tests/reliability/test_load.py: 64 trials, about 12 minutes on 2 cores); CI runs it too.
+# The load test (tests/reliability/test_load.py: 64 trials, about 25 minutes on 2 cores); CI runs it too.
 test-load: $(STAMP)
 	$(PY) -m pytest -q -m load tests/reliability/test_load.py
 

@@ -31,7 +31,7 @@ MOVED = {
 }
 # Modules that became packages of the same name: the classes pickles name in them.
 MOVED_CLASSES = {
-    "tuning.sweep": {"SweepCallback": "tuning.sweep.session"},
+    "tuning.sweep": {"SweepCallback": "tuning.sweep.trial_lifecycle"},
     "tuning.tracking": {"TrackingCallback": "tuning.tracking.runs"},
 }
 

@@ -7,8 +7,8 @@ import pytest
 
 from tuning.search.gate import GateConfig
 from tuning.search.scheduler import GatedASHA
-from tuning.sweep.session import SweepCallback
 from tuning.sweep.trainable import run_trial
+from tuning.sweep.trial_lifecycle import SweepCallback
 from tuning.tracking.runs import TrackingCallback
 
 

@@ -114,7 +114,7 @@ def _summarise(tracking: SweepTracking, records: list[TrialRecord], interrupted:
 
 @dataclass(frozen=True)
 class TrialEnd:
-    """A trial's end, built once by the sweep (tuning/sweep/session.py: SweepCallback) for the ledger and for MLflow."""
+    """A trial's end, built once by the sweep (tuning/sweep/trial_lifecycle.py) for the ledger and MLflow."""
 
     record: TrialRecord  # as the ledger holds it
     history: list[dict[str, Any]]  # every epoch up to its stop, from its checkpoint ([] when none is left)

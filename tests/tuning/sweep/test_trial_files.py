@@ -55,8 +55,8 @@ def test_the_ledger_stages_the_best_pt_of_the_checkpoint_the_trial_stopped_on_be
     from tests.tuning.sweeps import SPACE
     from tuning.search.ledger import Ledger
     from tuning.search.space import parse_space
-    from tuning.sweep.session import SweepCallback
     from tuning.sweep.trial_files import staged_best
+    from tuning.sweep.trial_lifecycle import SweepCallback
 
     folder = tmp_path / "sweeps" / "t"
     train = folder / "train"
@@ -80,8 +80,8 @@ def test_the_ledger_stages_its_best_epochs_snapshot_when_train_deleted_the_check
     from tests.tuning.sweeps import SPACE
     from tuning.search.ledger import Ledger
     from tuning.search.space import parse_space
-    from tuning.sweep.session import SweepCallback
     from tuning.sweep.trial_files import best_snapshot, save_best_snapshot, staged_best
+    from tuning.sweep.trial_lifecycle import SweepCallback
 
     folder = tmp_path / "sweeps" / "t"
     train = folder / "train"

@@ -1,6 +1,7 @@
 """SweepCallback: one trial's life (start, epochs, end) into the ledger and its MLflow run, with no Ray running."""
 
 import json
+import pickle
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -11,8 +12,8 @@ from mlflow import MlflowClient
 from tests.tuning.sweeps import SPACE
 from tuning.search.ledger import Ledger, TrialRecord
 from tuning.search.space import parse_space
-from tuning.sweep.session import ACTIVE, SweepCallback, active_key
 from tuning.sweep.trial_files import HISTORY, save_best_snapshot
+from tuning.sweep.trial_lifecycle import ACTIVE, SweepCallback, active_key
 from tuning.tracking.log import TrackingLog
 from tuning.tracking.runs import open_sweep
 from tuning.tracking.store import resolve_store
@@ -103,3 +104,11 @@ def test_a_trial_a_killed_driver_recorded_ends_again_in_mlflow_without_a_second_
     assert not client.get_metric_history(run.info.run_id, "val_loss")  # its epochs are not logged from the report
 
 
+
+
+def test_the_callback_pickles_without_its_open_filesystem_and_reopens_it_when_restored(tmp_path):
+    callback = SweepCallback(tmp_path / "trials.json", SPACE_PARSED, str(tmp_path / "sweeps"))
+    assert isinstance(callback.fs, pyarrow.fs.LocalFileSystem)  # opened once, then cached
+    restored = pickle.loads(pickle.dumps(callback))  # as Ray Tune saves the sweep and `resume` loads it
+    assert "fs" not in restored.__dict__ and restored.storage == callback.storage
+    assert isinstance(restored.fs, pyarrow.fs.LocalFileSystem)
