@@ -62,6 +62,7 @@ RAY_ENV = {  # for every Ray process of the sweep
     "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.5",  # the default 2 s delays every epoch's report by ~1 s
     "RAY_AIR_NEW_OUTPUT": "0",
 }
+PREEMPTION_WATCHER = "RAY_TRAIN_ENABLE_PREEMPTION_WATCHER"
 
 
 @dataclass(frozen=True)
@@ -164,6 +165,9 @@ def start_ray(address: str | None) -> bool:
         # on this machine, and with two (two sweeps at once) it fails and the sweep waits forever.
         port = _free_port()
         env["RAY_API_SERVER_ADDRESS"] = f"http://127.0.0.1:{port}"
+        # Nothing drains (preempts) the one node of a Ray started here: Ray Train's preemption watcher,
+        # a process per trial, would have nothing to watch (a cluster's sweep keeps it).
+        env[PREEMPTION_WATCHER] = "0"
         local = {"include_dashboard": True, "dashboard_port": port}
     os.environ.update(env)  # this process is Tune's driver
     optuna.logging.set_verbosity(optuna.logging.WARNING)
