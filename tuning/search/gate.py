@@ -9,8 +9,8 @@ Thresholds, all in the loss's own (scaled) units, and all must hold when several
 A non-finite val_loss stops a trial at any epoch.
 
 `stop_reason` says, from a finished trial's last result, why it ended: completed (ran
-max_epochs), asha, gate, nan or error. The scheduler, the searcher and the leaderboard
-all ask it, so they never disagree.
+max_epochs, through the gate even where it sits at the last epoch), asha, gate, nan or
+error. The scheduler, the searcher and the leaderboard all ask it, so they never disagree.
 """
 
 from __future__ import annotations
@@ -75,8 +75,8 @@ def stop_reason(gate: GateConfig, max_epochs: int, last: dict | None, errored: b
         return "error", epoch
     if not math.isfinite(last["val_loss"]):
         return "nan", epoch
+    if gate_decision(gate, epoch, last["val_loss"], last["e0_val_loss"], last["baseline_persistence"]) == "gate":
+        return "gate", epoch  # even at max_epochs: a gate at the last epoch failed is not a completed trial
     if epoch >= max_epochs:
         return "completed", epoch
-    if gate_decision(gate, epoch, last["val_loss"], last["e0_val_loss"], last["baseline_persistence"]) == "gate":
-        return "gate", epoch
     return "asha", epoch

@@ -4,7 +4,8 @@ Ray's OptunaSearch tells Optuna every finished trial as COMPLETE with its last v
 a trial ASHA stopped at epoch 1 looks like a finished one with a poor score, which
 misleads TPE. Here a trial's state follows why it ended (tuning/search/gate.py's stop_reason):
   completed        COMPLETE, value = its best val_loss
-  asha, gate       PRUNED, with its val_loss per epoch as intermediate values
+  asha, gate       PRUNED, its intermediate value at each epoch its best val_loss so far, the
+                   figure ASHA ranks it by; Optuna keeps the last one as the trial's value
   nan, error       FAIL (Optuna's own rule for a non-finite objective)
   lost             FAIL: started by a driver killed before Ray Tune saved it (fail_lost_trials)
 and each Optuna trial carries user attributes stop_reason, stop_epoch and ray_trial_id.
@@ -61,7 +62,7 @@ class StateAwareOptunaSearch(OptunaSearch):
             return
         if (trial_id, result["epoch"]) not in self.reported:
             with contextlib.suppress(UpdateFinishedTrialError):  # told already, before an unsaved interruption
-                self._ot_trials[trial_id].report(result["val_loss"], step=result["epoch"])  # step = epoch (E0: 0)
+                self._ot_trials[trial_id].report(result["best_val_loss"], step=result["epoch"])  # step: epoch
             self.reported.add((trial_id, result["epoch"]))
 
     def on_trial_complete(self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False) -> None:

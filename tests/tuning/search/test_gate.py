@@ -71,3 +71,9 @@ LAST = {"epoch": 2, "val_loss": 0.5, "e0_val_loss": 1.0, "baseline_persistence":
 )
 def test_stop_reason_names_why_a_trial_ended(last, errored, expected):
     assert stop_reason(GateConfig(epoch=2, ratio_to_e0=0.9), 6, last, errored) == expected
+
+
+def test_a_gate_at_the_last_epoch_that_fails_is_recorded_gate_not_completed():
+    gate = GateConfig(epoch=6, ratio_to_e0=0.9)
+    assert stop_reason(gate, 6, {**LAST, "epoch": 6, "val_loss": 0.95}, False) == ("gate", 6)
+    assert stop_reason(gate, 6, {**LAST, "epoch": 6, "val_loss": 0.85}, False) == ("completed", 6)

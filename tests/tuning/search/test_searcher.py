@@ -31,7 +31,7 @@ def run_trial(searcher, trial_id, losses, **complete):
     """Suggest, report one result per epoch (the last one only to on_trial_complete, as Tune does)."""
     params = searcher.suggest(trial_id)
     for epoch, loss in enumerate(losses[:-1]):
-        searcher.on_trial_result(trial_id, result(epoch, loss))
+        searcher.on_trial_result(trial_id, result(epoch, loss, best=min(losses[:epoch + 1])))
     searcher.on_trial_complete(trial_id, result(len(losses) - 1, losses[-1], best=min(losses)), **complete)
     return params
 
@@ -61,6 +61,14 @@ def test_searcher_records_trial_states_by_stop_reason(searcher):
     assert trials["gated"].intermediate_values == {0: 1.0, 1: 0.99, 2: 0.95}  # the stopping epoch included
     assert trials["gated"].user_attrs["stop_epoch"] == 2
     assert trials["diverged"].intermediate_values == {0: 1.0}  # the non-finite epoch is not a value
+
+
+def test_a_pruned_trial_holds_the_best_loss_asha_ranked_it_by_not_its_last(searcher):
+    search, url = searcher
+    run_trial(search, "noisy", [1.0, 0.6, 0.8])  # ASHA stopped it at epoch 2, its best 0.6 at epoch 1
+    (trial,) = study_trials(url)
+    assert trial.state == TrialState.PRUNED and trial.user_attrs["stop_reason"] == "asha"
+    assert trial.intermediate_values == {0: 1.0, 1: 0.6, 2: 0.6} and trial.value == 0.6
 
 
 def test_searcher_reports_an_epoch_once(searcher):
