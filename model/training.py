@@ -125,9 +125,14 @@ class Training:
 
     # -- epoch 0 and training epochs ------------------------------------------------------------
     def evaluate_e0(self) -> dict[str, Any]:
-        """Epoch 0: the model as initialised, evaluated before any step (train loss: a full evaluation)."""
+        """Epoch 0: the model as initialised, evaluated before any step.
+
+        Its train loss is the epochs' quantity (the mean loss over the training samples, each under
+        the weights it met) with no step taken, so a fixed sample of the training segment estimates
+        it: at most as many samples as the validation segment (e0_train_sample), not a whole pass.
+        """
         start = time.perf_counter()
-        train_loss = self._evaluate(self.data.train_index)
+        train_loss = self._evaluate(e0_train_sample(self.data.train_index, len(self.data.val_index)))
         val_loss = self._evaluate(self.data.val_index)
         return epoch_metrics(0, train_loss, val_loss, self.scheduler.get_last_lr()[0], 0,
                              time.perf_counter() - start, self.device, self.data)
@@ -273,6 +278,14 @@ def data_identity(data: Dataset) -> dict[str, Any]:
 
 
 @torch.inference_mode()
+def e0_train_sample(train_index: np.ndarray, n: int) -> np.ndarray:
+    """At most `n` of the training samples `train_index` (n_train,), evenly spaced from its first to its last
+    -> (min(n, n_train),): the same for every trial of the same data."""
+    if len(train_index) <= n:
+        return train_index
+    return train_index[np.linspace(0, len(train_index) - 1, n).round().astype(np.int64)]
+
+
 def evaluate(model: nn.Module, data: Dataset, index: np.ndarray, batch_size: int, device: torch.device,
              rank: int = 0, world: int = 1, precision: str = "fp32") -> float:
     """Mean squared error over the samples ending at bars `index` (n,), in scaled target units.
@@ -296,7 +309,8 @@ def evaluate(model: nn.Module, data: Dataset, index: np.ndarray, batch_size: int
 
 def epoch_metrics(epoch: int, train_loss: float, val_loss: float, lr: float, samples_per_s: float, epoch_s: float,
                   device: torch.device, data: Dataset) -> dict[str, Any]:
-    """One epoch's record. train_loss: the mean over the epoch's batches (E0: a full evaluation);
+    """One epoch's record. train_loss: the mean over the epoch's batches, each before its step (E0: the model
+    as initialised on e0_train_sample);
     lr: the learning rate at the end of the epoch; peak_memory_mb: the process's peak so far."""
     return {
         "epoch": epoch, "train_loss": train_loss, "val_loss": val_loss, "lr": lr,

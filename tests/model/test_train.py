@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -14,7 +15,7 @@ from model.data import DataConfig, load_dataset
 from model.forecaster import Forecaster
 from model.schedule import lr_factor
 from model.train import ResumeMismatch, TrainConfig, fit
-from model.training import evaluate, weight_decay_groups
+from model.training import e0_train_sample, evaluate, weight_decay_groups
 from tests.bars import write_bars
 
 SMALL_MODEL = ModelConfig(d_model=32, n_layers=2, d_state=16, headdim=16, chunk_size=16)
@@ -71,10 +72,23 @@ def test_fit_evaluates_epoch_zero_before_any_step(small_data):
                                           "dt_limit": (0.0, math.inf)}))
     expected = evaluate(untrained, small_data, small_data.val_index, 64, torch.device("cpu"))
     assert reports[0]["val_loss"] == pytest.approx(expected, rel=1e-6)
+    sample = e0_train_sample(small_data.train_index, len(small_data.val_index))
+    assert len(sample) == len(small_data.val_index) < len(small_data.train_index)  # not a whole pass
+    on_sample = evaluate(untrained, small_data, sample, 64, torch.device("cpu"))
+    torch.testing.assert_close(reports[0]["train_loss"], on_sample, rtol=1e-6, atol=0.0)
     for key in ("train_loss", "val_loss", "best_val_loss", "best_epoch", "lr", "overfit_ratio", "improvement_over_e0",
                 "samples_per_s", "epoch_s", "peak_memory_mb", "baseline_mean", "baseline_persistence"):
         assert key in reports[1], key
     assert reports[1]["overfit_ratio"] == pytest.approx(reports[1]["val_loss"] / reports[1]["train_loss"])
+
+
+def test_e0_train_sample_spreads_at_most_n_training_samples_from_the_first_to_the_last():
+    train_index = np.arange(16, 1016)  # 1,000 samples
+    sample = e0_train_sample(train_index, 250)
+    assert len(sample) == 250 and sample[0] == 16 and sample[-1] == 1015
+    assert np.all(np.diff(sample) > 0) and np.isin(sample, train_index).all()  # distinct training samples, in order
+    assert np.diff(sample).max() - np.diff(sample).min() <= 1  # evenly spaced
+    assert np.array_equal(e0_train_sample(train_index[:100], 250), train_index[:100])  # fewer than n: all of them
 
 
 def test_fit_stops_at_a_non_finite_loss_with_status_nan(small_data, tmp_path, monkeypatch):
