@@ -1,5 +1,5 @@
 """Shared by every test package: the session's own MLflow store (never runs/mlflow of the checkout), the
-session's bars, and a real `mlflow server` per test."""
+session's bars and its one shared sweep, and a real `mlflow server` per test."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import os
 import pytest
 
 from tests.bars import write_bars
+from tests.cli import run_cli
 
 # Assertions in these helpers say what differed, as in the test modules themselves.
 pytest.register_assert_rewrite("tests.tuning.mlflow_layout", "tests.processes")
@@ -46,3 +47,21 @@ def mlflow_server(tmp_path):
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def finished_sweep(bars, tmp_path_factory):
+    """The 5-trial sweep of tests.tuning.sweeps.SPACE, one trial at a time, run once per session into an embedded
+    MLflow store (the tuning tests read its facts; the interruption test compares a resumed sweep with it).
+
+    -> (folder, storage, tracking_uri, completed process)
+    """
+    from tests.tuning.sweeps import write_space
+
+    folder = tmp_path_factory.mktemp("sweep")
+    storage, uri = folder / "sweeps", f"sqlite:///{folder / 'mlflow' / 'mlflow.db'}"
+    # One trial at a time: ASHA's decisions depend on the order trials reach a rung, and this order is then fixed.
+    space = write_space(folder, resources={"max_concurrent": 1})
+    done = run_cli("sweep", "--data", bars, "--space", space, "--storage", storage, "--tracking-uri", uri)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return folder, storage, uri, done

@@ -1,13 +1,14 @@
 """The sweep's driver interrupted mid-sweep, by Ctrl-C (SIGINT) or killed outright (SIGKILL): `resume` finishes it.
 
 Finished trials are kept and not run again; the Optuna study and MLflow (a real `mlflow server`)
-hold each trial exactly once, each epoch once. A killed driver may have started a trial in the
+hold each trial exactly once, each epoch once; ASHA stops the trials an uninterrupted sweep stops. A killed driver may have started a trial in the
 seconds before Ray Tune last saved its state: Tune does not know it on resume, and it is marked
 `lost` (Optuna FAIL, MLflow KILLED) instead of staying RUNNING forever.
 """
 
 from __future__ import annotations
 
+import json
 import signal
 
 import optuna
@@ -22,9 +23,21 @@ from tests.tuning.sweeps import SPACE, ledger, start_after_first_trial, write_sp
 pytestmark = pytest.mark.integration
 
 
+def decisions(records: dict[str, dict], points: list[dict]) -> list[tuple[str, int]]:
+    """How the trials of these parameters ended (stop reason, epoch), in the order of `points`."""
+    by_params = {json.dumps(r["params"], sort_keys=True): (r["stop_reason"], r["stop_epoch"]) for r in records.values()}
+    return [by_params[json.dumps(p, sort_keys=True)] for p in points]
+
+
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGKILL], ids=["SIGINT", "SIGKILL"])
-def test_a_sweep_whose_driver_is_stopped_mid_sweep_is_finished_by_resume(stop, bars, tmp_path, mlflow_server):
-    storage, space = tmp_path / "sweeps", write_space(tmp_path, trials=4, initial=SPACE["initial"][:1])
+def test_a_sweep_whose_driver_is_stopped_mid_sweep_is_finished_by_resume(stop, bars, tmp_path, mlflow_server,
+                                                                         finished_sweep):
+    # Ctrl-C: the session's sweep (tests/tuning/conftest.py), one trial at a time, so ASHA's decisions can
+    # be compared with that uninterrupted run's. Killed: 4 trials, 2 at once.
+    trials = SPACE["trials"] if stop == signal.SIGINT else 4
+    space = (write_space(tmp_path, resources={"max_concurrent": 1}) if stop == signal.SIGINT
+             else write_space(tmp_path, trials=4, initial=SPACE["initial"][:1]))
+    storage = tmp_path / "sweeps"
     process = start_after_first_trial("--data", bars, "--space", space, "--storage", storage,
                                       "--tracking-uri", mlflow_server.url)
     ray_processes = process_tree(process.pid)[1:]  # the local Ray the driver started
@@ -37,13 +50,13 @@ def test_a_sweep_whose_driver_is_stopped_mid_sweep_is_finished_by_resume(stop, b
     else:
         assert process.returncode == -signal.SIGKILL
     before = ledger(storage / "t")
-    assert 1 <= len(before) < 4
+    assert 1 <= len(before) < trials
     checkpoints = {k: sorted(p.name for p in (storage / "t" / "train" / k).glob("checkpoint_*")) for k in before}
 
     resumed = run_cli("resume", "t", "--storage", storage)  # logs to the sweep's own server (sweep.json)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     after = ledger(storage / "t")
-    assert len(after) == 4 and all(after[k] == record for k, record in before.items())  # finished ones kept
+    assert len(after) == trials and all(after[k] == record for k, record in before.items())  # finished ones kept
     now = {k: sorted(p.name for p in (storage / "t" / "train" / k).glob("checkpoint_*")) for k in before}
     assert now == checkpoints, (before, after)  # and not run again
     study = optuna.load_study(study_name="t", storage=f"sqlite:///{storage / 't' / 'optuna.db'}")
@@ -52,6 +65,11 @@ def test_a_sweep_whose_driver_is_stopped_mid_sweep_is_finished_by_resume(stop, b
     assert sorted(t.user_attrs["ray_trial_id"] for t in kept) == sorted(after)  # each trial once
     assert all(t.state == TrialState.FAIL for t in lost) and all(t.state != TrialState.RUNNING for t in kept)
     assert not lost or stop == signal.SIGKILL  # only a killed driver can lose a trial Ray Tune had not saved
+
+    if stop == signal.SIGINT:  # ASHA's rungs came back with the resume: the same stops as straight through
+        straight = ledger(finished_sweep[1] / "t")  # (the initial points: TPE's later ones may differ after a resume)
+        assert decisions(after, SPACE["initial"]) == decisions(straight, SPACE["initial"]) == [
+            ("completed", 4), ("gate", 2), ("asha", 2)]
 
     again = run_cli("resume", "t", "--storage", storage)
     assert again.returncode == 0 and "nothing to resume" in again.stdout

@@ -42,7 +42,7 @@ from tuning.search.space import SweepSpace, parse_space
 from tuning.sweep.manifest import SweepManifest
 from tuning.sweep.memory_probe import ProbeResult
 from tuning.sweep.trainable import TrialSetup, run_trial
-from tuning.sweep.trial_files import remove_best_snapshots, storage_filesystem
+from tuning.sweep.trial_files import SweepCurves, remove_best_snapshots, storage_filesystem
 from tuning.sweep.trial_lifecycle import ACTIVE, SweepCallback, active_key
 from tuning.sweep_files import (
     DEFAULT_STORAGE,
@@ -296,7 +296,9 @@ def _fit(paths: SweepPaths, space: SweepSpace, data: Dataset, trials: int, plan:
             trainable,
             tune_config=ray.tune.TuneConfig(
                 search_alg=make_searcher(space, paths.study_url, paths.name),
-                scheduler=GatedASHA(space.scheduler, space.gate), num_samples=trials,
+                scheduler=GatedASHA(space.scheduler, space.gate, curves=SweepCurves(
+                    paths.folder / LEDGER, paths.ray_storage, f"{paths.sweep_storage}/train")),
+                num_samples=trials,
                 max_concurrent_trials=plan.concurrency,
                 reuse_actors=False),  # a stopped trial's thread is still in TorchTrainer.fit: no reuse
             run_config=ray.tune.RunConfig(

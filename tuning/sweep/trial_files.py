@@ -5,6 +5,8 @@
     train/<trial id>/best/epoch_<k>.pt    the best.pt of each epoch k that improved on the best so far:
                                           Train never deletes these, the driver does once it has staged
                                           the one the trial's ledger record names
+With the ledger, the checkpoints' histories also tell how far each trial got (SweepCurves): a
+resumed sweep's scheduler rebuilds its rungs from them.
 
 A result's `checkpoint_path` names the checkpoint folder in the sweep's storage: a local path,
 or a path inside the storage's filesystem (s3://bucket/... gives bucket/...).
@@ -14,11 +16,14 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pyarrow.fs
 
+from tuning.search.ledger import Ledger
+from tuning.search.scheduler import RecordedCurve
 from tuning.sweep_files import is_uri
 
 HISTORY = "history.json"  # every epoch reported so far: the driver reads it, not the .pt files
@@ -132,9 +137,38 @@ def final_checkpoint(fs: pyarrow.fs.FileSystem, named: str | None, train_storage
     return checkpoint, [m for m in history if m["epoch"] <= stop_epoch]
 
 
+@dataclass(frozen=True)
+class SweepCurves:
+    """Reads how far each of a sweep's trials got: the scheduler's rungs are rebuilt from it on `resume`.
+
+    A trial in the ledger: its record's curve, up to the epoch it stopped at. A trial that was running when
+    the sweep was interrupted: its newest checkpoint's history. Pickles (Tune saves it with the scheduler).
+    """
+
+    ledger_path: Path
+    storage: str  # the sweep storage's root (a path or a URI): its filesystem
+    train_storage: str  # Ray Train's storage of the sweep's trials
+
+    def __call__(self) -> dict[str, RecordedCurve]:
+        records = Ledger(self.ledger_path).records if self.ledger_path.exists() else {}
+        curves = {k: RecordedCurve(r.val_curve, r.stop_epoch) for k, r in records.items()}
+        fs = storage_filesystem(self.storage)
+        for entry in _entries(fs, _storage_path(self.train_storage)):
+            if entry.type == pyarrow.fs.FileType.Directory and entry.base_name not in curves:
+                _, history = final_checkpoint(fs, None, self.train_storage, entry.base_name, stop_epoch=10**9)
+                if history:
+                    curves[entry.base_name] = RecordedCurve(tuple(m["val_loss"] for m in history),
+                                                            int(history[-1]["epoch"]))
+        return curves
+
+
 def _trial_folder(train_storage: str, trial_id: str) -> str:
-    base = train_storage.split("://", 1)[1] if is_uri(train_storage) else train_storage
-    return f"{base.rstrip('/')}/{trial_id}"
+    return f"{_storage_path(train_storage)}/{trial_id}"
+
+
+def _storage_path(storage: str) -> str:
+    """A storage's path inside its filesystem (s3://bucket/sweeps gives bucket/sweeps)."""
+    return (storage.split("://", 1)[1] if is_uri(storage) else storage).rstrip("/")
 
 
 def _checkpoints(fs: pyarrow.fs.FileSystem, train_storage: str, trial_id: str) -> list[str]:

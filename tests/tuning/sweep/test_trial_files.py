@@ -1,6 +1,7 @@
 """final_checkpoint: the checkpoint a trial ended on, even when Ray Train has replaced the one its result named."""
 
 import json
+import pickle
 import shutil
 from pathlib import Path
 
@@ -114,3 +115,22 @@ def test_a_sweep_from_before_snapshots_stages_the_best_pt_of_its_checkpoint(tmp_
     assert stage_best(FS, str(tmp_path), "a", 2, stopped_on, tmp_path / "staged.pt").read_bytes() == b"best at epoch 2"
     assert stage_best(FS, str(tmp_path), "a", 2, None, tmp_path / "none.pt") is None
     assert not (tmp_path / "none.pt").exists()
+
+
+def test_sweep_curves_hold_each_recorded_trial_and_each_interrupted_one_as_far_as_it_got(tmp_path):
+    from tuning.search.ledger import Ledger, TrialRecord
+    from tuning.search.scheduler import RecordedCurve
+    from tuning.sweep.trial_files import SweepCurves
+
+    train = tmp_path / "sweeps" / "t" / "train"
+    Ledger(tmp_path / "trials.json").add(TrialRecord(
+        trial_id="done", params={}, stop_reason="nan", stop_epoch=3, best_val_loss=0.5, best_epoch=2,
+        e0_val_loss=1.0, baseline_persistence=1.0, train_s=1.0, val_curve=(1.0, 0.6, 0.5)))
+    checkpoint(train, "done", "01", 5)  # a recorded trial's files: its record speaks for it
+    checkpoint(train, "running", "01", 1)
+    checkpoint(train, "running", "02", 2)  # interrupted after epoch 2
+    (train / "starting").mkdir()  # interrupted before its first checkpoint: nothing to rebuild from
+    curves = pickle.loads(pickle.dumps(SweepCurves(tmp_path / "trials.json", str(tmp_path), str(train))))()
+    assert curves == {"done": RecordedCurve((1.0, 0.6, 0.5), 3),
+                      "running": RecordedCurve((1.0, 0.5, 1.0 / 3), 2)}
+    assert SweepCurves(tmp_path / "none.json", str(tmp_path), str(tmp_path / "nothing"))() == {}
