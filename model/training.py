@@ -277,7 +277,6 @@ def data_identity(data: Dataset) -> dict[str, Any]:
     return {**{k: data.summary[k] for k in keys}, "scaler": data.scaler.to_dict()}
 
 
-@torch.inference_mode()
 def e0_train_sample(train_index: np.ndarray, n: int) -> np.ndarray:
     """At most `n` of the training samples `train_index` (n_train,), evenly spaced from its first to its last
     -> (min(n, n_train),): the same for every trial of the same data."""
@@ -286,6 +285,7 @@ def e0_train_sample(train_index: np.ndarray, n: int) -> np.ndarray:
     return train_index[np.linspace(0, len(train_index) - 1, n).round().astype(np.int64)]
 
 
+@torch.inference_mode()
 def evaluate(model: nn.Module, data: Dataset, index: np.ndarray, batch_size: int, device: torch.device,
              rank: int = 0, world: int = 1, precision: str = "fp32") -> float:
     """Mean squared error over the samples ending at bars `index` (n,), in scaled target units.

@@ -74,7 +74,10 @@ def test_fit_evaluates_epoch_zero_before_any_step(small_data):
     assert reports[0]["val_loss"] == pytest.approx(expected, rel=1e-6)
     sample = e0_train_sample(small_data.train_index, len(small_data.val_index))
     assert len(sample) == len(small_data.val_index) < len(small_data.train_index)  # not a whole pass
+    modes = []
+    untrained.register_forward_hook(lambda *_: modes.append(torch.is_inference_mode_enabled()))
     on_sample = evaluate(untrained, small_data, sample, 64, torch.device("cpu"))
+    assert modes and all(modes)  # evaluation builds no autograd graph
     torch.testing.assert_close(reports[0]["train_loss"], on_sample, rtol=1e-6, atol=0.0)
     for key in ("train_loss", "val_loss", "best_val_loss", "best_epoch", "lr", "overfit_ratio", "improvement_over_e0",
                 "samples_per_s", "epoch_s", "peak_memory_mb", "baseline_mean", "baseline_persistence"):
