@@ -1,9 +1,10 @@
 """The sweep's driver interrupted mid-sweep, by Ctrl-C (SIGINT) or killed outright (SIGKILL): `resume` finishes it.
 
 Finished trials are kept and not run again; the Optuna study and MLflow (a real `mlflow server`)
-hold each trial exactly once, each epoch once; ASHA stops the trials an uninterrupted sweep stops. A killed driver may have started a trial in the
-seconds before Ray Tune last saved its state: Tune does not know it on resume, and it is marked
-`lost` (Optuna FAIL, MLflow KILLED) instead of staying RUNNING forever.
+hold each trial exactly once, each epoch once; ASHA stops the trials an uninterrupted sweep stops.
+A killed driver may have started a trial in the seconds before Ray Tune last saved its state: Tune
+does not know it on resume, and it is marked `lost` (Optuna FAIL, MLflow KILLED) instead of staying
+RUNNING forever.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ def decisions(records: dict[str, dict], points: list[dict]) -> list[tuple[str, i
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGKILL], ids=["SIGINT", "SIGKILL"])
 def test_a_sweep_whose_driver_is_stopped_mid_sweep_is_finished_by_resume(stop, bars, tmp_path, mlflow_server,
                                                                          finished_sweep):
-    # Ctrl-C: the session's sweep (tests/tuning/conftest.py), one trial at a time, so ASHA's decisions can
+    # Ctrl-C: the space of the session's sweep (tests/conftest.py), one trial at a time, so ASHA's decisions can
     # be compared with that uninterrupted run's. Killed: 4 trials, 2 at once.
     trials = SPACE["trials"] if stop == signal.SIGINT else 4
     space = (write_space(tmp_path, resources={"max_concurrent": 1}) if stop == signal.SIGINT
