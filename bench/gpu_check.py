@@ -157,7 +157,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         bars = Path(folder) / "bars.parquet"
         pq.write_table(synth_bars(bars_count, seed=0), bars)
-        data = load_dataset(bars, DataConfig())
+        data = load_dataset(bars, DataConfig(test_fraction=0))  # the original 80/20 split
         report["workload"] = {"bars": bars_count, "train_samples": len(data.train_index),
                               "val_samples": len(data.val_index), "batch_size": 512, "model": model.to_dict()}
         if kernel is not None and device == "cuda":

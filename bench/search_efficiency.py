@@ -7,6 +7,14 @@ The same curves are then replayed through the sweep's own scheduler (tuning/sear
 ASHA behind the gate), trials starting in order as `concurrency` slots free up, in the
 recorded seconds. Prints JSON: epochs spent with early stopping against the full budget,
 and the regret of the best val_loss the stopped sweep keeps against the full-budget best.
+
+With --seeds 3 each configuration is also trained on seeds 1 and 2 (what `confirm` does), and:
+  selection_stability  over every subset of --finalists configurations and every single seed:
+                       how often the winner by that seed's best val_loss is also the winner by
+                       the mean over the seeds
+  test_regret          the test loss (model/holdout.py, each run's best.pt) of the configuration
+                       chosen by the mean over seeds, and of the one chosen by seed 0 alone, against
+                       the configuration whose seed-0 run is best on the test segment
 """
 
 from __future__ import annotations
@@ -14,7 +22,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import heapq
+import itertools
 import json
+import math
+import statistics
 import sys
 import tempfile
 from pathlib import Path
@@ -26,6 +37,7 @@ import pyarrow.parquet as pq  # noqa: E402
 from ray.tune.schedulers import TrialScheduler  # noqa: E402
 
 from model.data import load_dataset  # noqa: E402
+from model.holdout import score_on_test_segment  # noqa: E402
 from model.synth import synth_bars  # noqa: E402
 from model.train import fit  # noqa: E402
 from tuning.search.scheduler import GatedASHA  # noqa: E402
@@ -83,6 +95,8 @@ def main() -> None:
     parser.add_argument("--bars", type=int, default=3000)
     parser.add_argument("--concurrency", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seeds", type=int, default=1, help="train seeds per configuration (3: the trust figures)")
+    parser.add_argument("--finalists", type=int, default=4, help="configurations per subset for selection stability")
     args = parser.parse_args()
     space = load_space(args.space)
     space = dataclasses.replace(space, scheduler=dataclasses.replace(space.scheduler, max_epochs=args.max_epochs))
@@ -91,11 +105,19 @@ def main() -> None:
         pq.write_table(synth_bars(args.bars, seed=0), bars)
         data = load_dataset(bars, space.run.data)
     configs = sample_configs(space, args.configs, args.seed)
-    curves = []
+    curves, best_val, test_loss = [], [], []  # [config] -> seed 0's history; [config][seed] -> figures
     for params in configs:
-        run = with_params(space.run, params).replace("train", epochs=args.max_epochs)
-        result = fit(run.train, run.model, data)
-        curves.append(result.history)  # a diverged trial's curve ends at its last finite epoch
+        best_val.append([])
+        test_loss.append([])
+        for seed in range(args.seeds):
+            run = with_params(space.run, {**params, "seed": seed}).replace("train", epochs=args.max_epochs)
+            with tempfile.TemporaryDirectory() as out:
+                result = fit(run.train, run.model, data, checkpoint_dir=out)
+                test = score_on_test_segment(Path(out) / "best.pt", data)["test_loss"] if result.history else math.inf
+            if seed == 0:
+                curves.append(result.history)  # a diverged trial's curve ends at its last finite epoch
+            best_val[-1].append(result.best_val_loss)
+            test_loss[-1].append(test)
     stop = replay(curves, GatedASHA(space.scheduler, space.gate), args.concurrency)
 
     full_best = min(c[-1]["best_val_loss"] for c in curves)
@@ -109,7 +131,29 @@ def main() -> None:
         "stop_epochs": stop, "completed": len(completed),
         "best_val_loss_full_budget": round(full_best, 5), "best_val_loss_with_stopping": round(kept_best, 5),
         "regret": round(kept_best / full_best - 1, 4), "targets": {"epoch_fraction": 0.35, "regret": 0.02},
+        **(trust_figures(best_val, test_loss, args.finalists, data) if args.seeds > 1 else {}),
     }, indent=2))
+
+
+def trust_figures(best_val: list[list[float]], test_loss: list[list[float]], finalists: int, data) -> dict:
+    """Selection stability of one seed against the mean over seeds, and the test-loss regret of each choice."""
+    mean_val = [statistics.fmean(v) for v in best_val]
+    subsets = list(itertools.combinations(range(len(best_val)), min(finalists, len(best_val))))
+    agree = [min(s, key=lambda i: best_val[i][seed]) == min(s, key=lambda i: mean_val[i])
+             for s in subsets for seed in range(len(best_val[0]))]
+    seed0_test = [t[0] for t in test_loss]
+    best_test = min(seed0_test)
+    by_mean, by_one = min(range(len(mean_val)), key=mean_val.__getitem__), min(
+        range(len(best_val)), key=lambda i: best_val[i][0])
+    return {
+        "seeds": len(best_val[0]), "finalists_per_subset": finalists, "subsets": len(subsets),
+        "selection_stability": round(sum(agree) / len(agree), 3),
+        "test_loss_chosen_by_mean": round(seed0_test[by_mean], 5), "test_loss_chosen_by_seed_0": round(
+            seed0_test[by_one], 5), "test_loss_best_on_test": round(best_test, 5),
+        "test_regret_by_mean": round(seed0_test[by_mean] / best_test - 1, 4),
+        "test_regret_by_seed_0": round(seed0_test[by_one] / best_test - 1, 4),
+        "test_baselines": {k: round(v, 5) for k, v in data.test_baselines.items()},
+    }
 
 
 if __name__ == "__main__":

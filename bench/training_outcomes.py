@@ -43,9 +43,9 @@ from tuning.search.space import parse_space, with_params  # noqa: E402
 def trial(space: dict[str, Any], params: dict[str, Any], data: Dataset, epochs: int | None = None,
           threads: int = 1) -> FitResult:
     """fit() as a sweep's trial runs it: the space's settings with params, on CPU, `threads` torch threads."""
-    torch.set_num_threads(threads)
     parsed = parse_space(space, "space")
-    run = with_params(parsed.run, params).replace("train", device="cpu", epochs=epochs or parsed.scheduler.max_epochs)
+    run = with_params(parsed.run, params).replace("train", device="cpu", epochs=epochs or parsed.scheduler.max_epochs,
+                                                  threads=threads)
     return fit(run.train, run.model, data)
 
 
@@ -80,12 +80,19 @@ def session_sweep(data: Dataset) -> list[dict[str, Any]]:
 
 
 def reproduction(data: Dataset) -> list[dict[str, Any]]:
-    """tests/tuning/sweep/test_session.py: `train` (every core) reproduces the trial (one thread) within rtol 1e-3."""
+    """tests/tuning/sweep/test_session.py: `train --config best.yaml` (its threads pinned to the trial's one)
+    reproduces the trial's val curve, every epoch within rtol 1e-6, in a process that had every core; and, for
+    information, how far the curve drifts when the threads are not pinned (what the pinning prevents)."""
     params = SPACE["initial"][0]
-    one, many = trial(SPACE, params, data, threads=1), trial(SPACE, params, data, threads=os.cpu_count() or 1)
-    drift = abs(many.best_val_loss - one.best_val_loss) / one.best_val_loss
-    return [outcome("tests/tuning/sweep/test_session.py", "best val, 1 thread against all cores: relative difference",
-                    drift, 1e-3)]
+    torch.set_num_threads(os.cpu_count() or 1)
+    one, again = trial(SPACE, params, data, threads=1), trial(SPACE, params, data, threads=1)
+    many = trial(SPACE, params, data, threads=os.cpu_count() or 1)
+    drift = max(abs(a - b) / abs(b) for a, b in zip(vals(again), vals(one), strict=True))
+    unpinned = max(abs(a - b) / abs(b) for a, b in zip(vals(many), vals(one), strict=True))
+    return [outcome("tests/tuning/sweep/test_session.py", "val curve, pinned threads again: max relative difference",
+                    drift, 1e-6),
+            {**outcome("(information)", f"val curve, {os.cpu_count()} threads against 1: max relative difference",
+                       unpinned, 1e-6), "holds": None}]
 
 
 def worker_fault_trial(data: Dataset) -> list[dict[str, Any]]:
@@ -99,9 +106,9 @@ def worker_fault_trial(data: Dataset) -> list[dict[str, Any]]:
 
 
 def diverging(data: Dataset) -> list[dict[str, Any]]:
-    """tests/reliability/test_trial_faults.py: lr 0.5 is non-finite in epoch 1 (so is 0.1); lr 1e-4 stays finite."""
+    """tests/reliability/test_trial_faults.py: lr 0.5 is non-finite in epoch 1 (so is 0.25); lr 1e-4 stays finite."""
     test, space, out = "tests/reliability/test_trial_faults.py", space_values(**DIVERGING), []
-    for lr in (DIVERGING_LR, DIVERGING_LR / 5):
+    for lr in (DIVERGING_LR, DIVERGING_LR / 2):
         result = trial(space, {**DIVERGING["initial"][1], "learning_rate": lr}, data)
         diverged_at = result.stop_epoch if result.status == "nan" else 0
         out.append({"test": test, "what": f"lr {lr:g}: the epoch it diverged (0 = never), must be 1",
@@ -166,7 +173,7 @@ def main() -> None:
                    *precision_and_micro_batches(folder)]
     kernels = {name: os.environ.get(name, "") for name in ("ATEN_CPU_CAPABILITY", "MKL_CBWR")}
     print(json.dumps({"kernels": kernels, "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
-                      "all_hold": all(r["holds"] for r in records), "outcomes": records}, indent=1))
+                      "all_hold": all(r["holds"] is not False for r in records), "outcomes": records}, indent=1))
 
 
 if __name__ == "__main__":

@@ -1,19 +1,24 @@
-"""From a Parquet file of bars to training and validation samples, without look-ahead.
+"""From a Parquet file of bars to training, validation and test samples, without look-ahead.
 
 parquet -> validated bars (model/bars.py) -> features and targets (model/features.py)
--> chronological split, scaling from the training part alone, baselines -> Dataset.
+-> chronological split, scaling from the training part alone, baselines (model/baselines.py)
+-> Dataset.
 
 A sample ending at bar i reads the input window of bars i-window+1..i and predicts a
-target over bars i+1..i+horizon. The split bar s cuts the series (80/20 by default):
-a training sample's bars, inputs and target, all lie before s; a validation sample's
-input window starts at s or later. The samples that would straddle s are dropped: that
-is the gap. Windows are strided views of one contiguous feature array; the arrays are
-plain numpy, so several trials share one copy (Ray's object store maps them).
+target over bars i+1..i+horizon. Two bars cut the series into three segments (70/20/10
+by default): the split bar s starts the validation segment, the test bar t the test
+segment. A training sample's bars, inputs and target, all lie before s; a validation
+sample's input window starts at s or later and its target ends before t; a test sample's
+input window starts at t or later. The samples that would straddle a cut are dropped:
+those are the gaps. Nothing in a sweep reads the test segment. Windows are strided views
+of one contiguous feature array; the arrays are plain numpy, so several trials share one
+copy (Ray's object store maps them).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +29,7 @@ import pyarrow as pa
 import torch
 
 from model.bars import FIELDS, DataError, read_bars
+from model.baselines import fit_har, har_forecast, har_lookbacks, past_quantities, scored_baselines
 from model.features import FEATURE_NAMES, TARGETS, bar_features, target_and_persistence
 from model.settings import known_settings, require_positive_ints
 
@@ -37,17 +43,26 @@ class DataConfig:
     window: int = 128  # bars in each input window (the model's seqlen)
     horizon: int = 12  # bars ahead the return and volatility targets look (close: always the next bar)
     target: str = "volatility"  # "return" | "volatility" | "close"
-    val_fraction: float = 0.2  # the last part of the bars, chronologically
-    min_val_samples: int = 32  # fewer validation samples than this is an error
+    val_fraction: float = 0.2  # the part of the bars just before the test segment, chronologically
+    test_fraction: float = 0.1  # the last part of the bars, which no sweep reads; 0: no test segment
+    min_val_samples: int = 32  # fewer validation samples than this (or test samples, when any) is an error
+    fold: int = 1  # walk-forward fold: f > 1 validates on the segment just before fold f-1's, trains on all before
     columns: dict[str, str] = field(default_factory=dict)  # our field -> the file's column, e.g. ts_event
 
     def __post_init__(self) -> None:
-        require_positive_ints(self, ("window", "horizon", "min_val_samples"))
+        require_positive_ints(self, ("window", "horizon", "min_val_samples", "fold"))
         if self.target not in TARGETS:
             raise ValueError(f"target must be one of {', '.join(TARGETS)}, got {self.target!r}")
         if not (isinstance(self.val_fraction, (int, float)) and not isinstance(self.val_fraction, bool)
                 and 0.01 <= self.val_fraction <= 0.99):
             raise ValueError(f"val_fraction must be a number between 0.01 and 0.99, got {self.val_fraction!r}")
+        if not (isinstance(self.test_fraction, (int, float)) and not isinstance(self.test_fraction, bool)
+                and 0 <= self.test_fraction <= 0.98):
+            raise ValueError(f"test_fraction must be a number between 0 (no test segment) and 0.98, "
+                             f"got {self.test_fraction!r}")
+        if self.val_fraction + self.test_fraction > 0.99:
+            raise ValueError(f"val_fraction + test_fraction must be at most 0.99 so that bars are left to train "
+                             f"on, got {self.val_fraction} + {self.test_fraction}; lower one of them")
         if not isinstance(self.columns, dict) or not all(
                 k in FIELDS and isinstance(v, str) and v for k, v in self.columns.items()):
             raise ValueError(f"columns must map bar fields ({', '.join(FIELDS)}) to column names, "
@@ -83,15 +98,22 @@ class Dataset:
     targets: np.ndarray  # (n_bars,) float32 scaled target of the sample ending at each bar (NaN: none)
     train_index: np.ndarray  # (n_train,) int64 last input bar of each training sample
     val_index: np.ndarray  # (n_val,) int64 last input bar of each validation sample
+    test_index: np.ndarray  # (n_test,) int64 last input bar of each test sample; empty at test_fraction 0
     window: int
-    split_bar: int  # first bar of the validation part
+    split_bar: int  # first bar of the validation segment
+    test_bar: int  # first bar of the test segment (n_bars when there is none)
     scaler: Scaler
-    baselines: dict[str, float]  # validation MSE of "mean" (the train mean) and "persistence"
+    baselines: dict[str, float]  # validation MSE of "har", "persistence" and "mean" (model/baselines.py)
+    test_baselines: dict[str, float]  # the same on the test samples; empty when there are none
     summary: dict[str, Any]
 
     @property
     def n_features(self) -> int:
         return self.features.shape[1]
+
+    def baseline_metrics(self) -> dict[str, float]:
+        """The validation baselines as every epoch's record names them: baseline_har, baseline_persistence, ..."""
+        return {f"baseline_{name}": value for name, value in self.baselines.items()}
 
     def batch(self, index: np.ndarray | torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Samples ending at bars `index` (batch,) -> inputs (batch, window, n_features), targets (batch, 1)."""
@@ -112,14 +134,13 @@ def load_dataset(path: str | Path, config: DataConfig = DataConfig()) -> Dataset
     del bars  # the other columns are done with: free them before the targets (10M bars: 400 MB)
     pa.default_memory_pool().release_unused()  # they may live in Arrow's pool, which keeps freed pages
     target, persistence = target_and_persistence(close, features[:, 1], config.target, config.horizon)
+    lookbacks = har_lookbacks(config.horizon)
+    past = past_quantities(close, features[:, 1], config.target, lookbacks)  # (n, n_lookbacks), HAR's inputs
     del close
     n, w, h = len(features), config.window, config.horizon
 
-    split, train_index, val_index = _samples(n, config)
-    if len(train_index) < 1 or len(val_index) < config.min_val_samples:
-        raise DataError(f"{path}: {n} bars are too few, window {w} + horizon {h} + at least "
-                        f"{config.min_val_samples} validation samples need {_bars_needed(config)} bars at "
-                        f"val_fraction {config.val_fraction}; use more bars or a shorter window")
+    require_enough_bars(path, n, config)
+    split, test_bar, (train_index, val_index, test_index) = _samples(n, config)
 
     # Scaling statistics from the training part alone: its input bars and its targets.
     train_rows = features[1:split - h]
@@ -133,37 +154,72 @@ def load_dataset(path: str | Path, config: DataConfig = DataConfig()) -> Dataset
     scaled_target = ((target - scaler.target_mean) / scaler.target_std).astype(np.float32)
     scaled_persistence = (persistence - scaler.target_mean) / scaler.target_std
 
-    val_target = scaled_target[val_index].astype(np.float64)
-    baselines = {
-        "mean": float(np.mean(val_target**2)),  # the train mean is 0 in scaled units
-        "persistence": float(np.mean((scaled_persistence[val_index] - val_target) ** 2)),
-    }
+    har = fit_har(past, scaled_target, train_index)  # (n_lookbacks + 1,): intercept, then each lookback
+    baselines, test_baselines = ({} if not len(index) else scored_baselines(
+        scaled_target, scaled_persistence, har_forecast(past, har, index), index) for index in (val_index, test_index))
+    del past
     summary = {
-        "path": str(path), "n_bars": n, "split_bar": split, "n_train": len(train_index), "n_val": len(val_index),
-        "target": config.target, "horizon": h, "window": w, "features": list(FEATURE_NAMES),
+        "path": str(path), "n_bars": n, "fold": config.fold, "split_bar": split, "test_bar": test_bar,
+        "n_train": len(train_index),
+        "n_val": len(val_index), "n_test": len(test_index), "target": config.target, "horizon": h, "window": w,
+        "features": list(FEATURE_NAMES), "har": {"lookbacks": list(lookbacks), "coefficients": har.tolist()},
     }
-    return Dataset(features, scaled_target, train_index, val_index, w, split, scaler, baselines, summary)
+    return Dataset(features, scaled_target, train_index, val_index, test_index, w, split, test_bar, scaler,
+                   baselines, test_baselines, summary)
 
 
-def _samples(n: int, config: DataConfig) -> tuple[int, np.ndarray, np.ndarray]:
-    """Split bar and the last input bar of every training and validation sample, for n bars.
+def require_enough_bars(path: str | Path, n: int, config: DataConfig) -> None:
+    """Raise DataError, naming the bar count needed, when n bars leave a segment of `config` too small."""
+    if _enough(config, *_samples(n, config)[2]):
+        return
+    train_fraction = 1 - config.test_fraction - config.fold * config.val_fraction  # of the fold's training bars
+    if train_fraction <= 1e-9:  # no bar count is enough: the fold starts at or before bar 0
+        most = math.ceil((1 - config.test_fraction) / config.val_fraction - 1e-9) - 1
+        raise DataError(f"{path}: walk-forward fold {config.fold} (confirm.folds) would start before the first bar: "
+                        f"{config.fold} validation segments of val_fraction {config.val_fraction} and test_fraction "
+                        f"{config.test_fraction} leave no bar to train on; use at most {most} folds or a smaller "
+                        "val_fraction")
+    w, h = config.window, config.horizon
+    segments = "validation and test segments" if config.test_fraction else "validation segment"
+    fold = f" and walk-forward fold {config.fold} (confirm.folds)" if config.fold > 1 else ""
+    raise DataError(f"{path}: {n} bars are too few, window {w} + horizon {h} + at least "
+                    f"{config.min_val_samples} samples in the {segments} need {_bars_needed(config)} bars at "
+                    f"val_fraction {config.val_fraction} and test_fraction {config.test_fraction}{fold}; use "
+                    f"more bars, a shorter window{', fewer folds' if fold else ''} or larger fractions")
 
-    Training samples end by split-1-h (their targets too); validation windows start at split.
-    Inputs start at bar 1 (bar 0 has no previous bar) and persistence needs h bars before.
+
+def _samples(n: int, config: DataConfig) -> tuple[int, int, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """(split bar, test bar, (train, val, test)): the last input bar of every sample of each segment, for n bars.
+
+    Training samples end by split-1-h (their targets too); validation windows start at split and
+    their targets end before the validation segment's end (fold 1: the test bar); test windows start
+    at the test bar. Fold f's validation segment is fold 1's, moved f-1 lengths earlier. Inputs start
+    at bar 1 (bar 0 has no previous bar) and persistence needs h bars before.
     """
     w, h = config.window, config.horizon
-    split = int(round(n * (1 - config.val_fraction)))
+    test_bar = int(round(n * (1 - config.test_fraction)))
+    fold_one = int(round(n * (1 - config.test_fraction - config.val_fraction)))
+    length = test_bar - fold_one  # bars in a validation segment
+    split = fold_one - (config.fold - 1) * length
     first = max(w, h)
     train_index = np.arange(first, split - h, dtype=np.int64)
-    val_index = np.arange(max(split + w - 1, first), n - h, dtype=np.int64)
-    return split, train_index, val_index
+    val_index = np.arange(max(split + w - 1, first), split + length - h, dtype=np.int64)
+    test_index = np.arange(max(test_bar + w - 1, first), n - h, dtype=np.int64) if test_bar < n else \
+        np.empty(0, dtype=np.int64)
+    return split, test_bar, (train_index, val_index, test_index)
+
+
+def _enough(config: DataConfig, train: np.ndarray, val: np.ndarray, test: np.ndarray) -> bool:
+    """One training sample, min_val_samples validation samples and, with a test segment, as many test samples."""
+    return len(train) >= 1 and len(val) >= config.min_val_samples and (
+        config.test_fraction == 0 or len(test) >= config.min_val_samples)
 
 
 def _bars_needed(config: DataConfig) -> int:
-    """Smallest bar count that gives one training and min_val_samples validation samples (bisection)."""
+    """Smallest bar count that gives every segment enough samples (_enough), by bisection."""
     def enough(n: int) -> bool:
-        _, train, val = _samples(n, config)
-        return len(train) >= 1 and len(val) >= config.min_val_samples
+        _, _, samples = _samples(n, config)
+        return _enough(config, *samples)
 
     low, high = 1, config.window + config.horizon + config.min_val_samples
     while not enough(high):

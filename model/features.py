@@ -27,7 +27,7 @@ from model.bars import Bars
 
 FEATURE_NAMES = ("log_return", "range", "body", "upper_wick", "lower_wick", "volume_change", "tod_sin", "tod_cos")
 TARGETS = ("return", "volatility", "close")
-_VOL_FLOOR = 1e-6  # an all-flat stretch of bars has zero range: keep the log finite
+VOL_FLOOR = 1e-6  # an all-flat stretch of bars has zero range: keep the log finite
 _NS_PER_DAY = 86_400 * 10**9
 
 
@@ -94,7 +94,7 @@ def target_and_persistence(close: np.ndarray, log_range: np.ndarray, target: str
         del sums
         log_vol /= h * 4 * math.log(2)  # Parkinson: mean(log(H/L)^2) / (4 ln 2) is a variance
         np.sqrt(log_vol, out=log_vol)
-        np.maximum(log_vol, _VOL_FLOOR, out=log_vol)
+        np.maximum(log_vol, VOL_FLOOR, out=log_vol)
         np.log(log_vol, out=log_vol)
         future[: n - h] = log_vol[1:]  # bars i+1..i+h
         past[h - 1 :] = log_vol  # bars i-h+1..i

@@ -32,10 +32,13 @@ class TrainConfig:
     precision: str = "fp32"  # "fp32" | "bf16": bf16 autocast, float32 parameters and SSM state (model/precision.py)
     micro_batch_size: int | None = None  # split each batch, accumulating gradients; None: 64 on CPU, whole on GPU
     eval_batch_size: int | None = None  # None: 64 on CPU, 1024 on GPU
+    # torch's CPU threads for the run (torch.set_num_threads); None: torch's default (OMP_NUM_THREADS, else every
+    # core). Another thread count sums in another order: the same run drifts away from its curve.
+    threads: int | None = None
 
     def __post_init__(self) -> None:
-        require_positive_ints(self, ("epochs", "batch_size", "micro_batch_size", "eval_batch_size"),
-                              optional=("micro_batch_size", "eval_batch_size"))
+        require_positive_ints(self, ("epochs", "batch_size", "micro_batch_size", "eval_batch_size", "threads"),
+                              optional=("micro_batch_size", "eval_batch_size", "threads"))
         for name, rule in BOUNDS.items():
             if getattr(self, name) not in rule:  # NaN and non-numbers are never inside
                 raise ValueError(f"{name} must be {rule}, got {getattr(self, name)!r}")

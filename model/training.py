@@ -81,6 +81,8 @@ class Training:
         """The model (seeded), its AdamW and warmup + cosine schedule, on the configured device."""
         device = resolve_device(config.device)
         model_config = dataclasses.replace(model_config, n_features=data.n_features, n_targets=1)  # set by the data
+        if config.threads is not None:
+            torch.set_num_threads(config.threads)  # the process's setting: a run owns its process
         torch.manual_seed(config.seed)
         model = Forecaster(model_config).to(device)
         rank, world = _rank_and_world()
@@ -316,7 +318,7 @@ def epoch_metrics(epoch: int, train_loss: float, val_loss: float, lr: float, sam
         "epoch": epoch, "train_loss": train_loss, "val_loss": val_loss, "lr": lr,
         "overfit_ratio": val_loss / train_loss if train_loss > 0 else math.inf,
         "samples_per_s": samples_per_s, "epoch_s": epoch_s, "peak_memory_mb": _peak_memory_mb(device),
-        "baseline_mean": data.baselines["mean"], "baseline_persistence": data.baselines["persistence"],
+        **data.baseline_metrics(),
     }
 
 

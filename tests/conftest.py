@@ -51,8 +51,9 @@ def mlflow_server(tmp_path):
 
 @pytest.fixture(scope="session")
 def finished_sweep(bars, tmp_path_factory):
-    """The 5-trial sweep of tests.tuning.sweeps.SPACE, one trial at a time, run once per session into an embedded
-    MLflow store (the tuning tests read its facts; the interruption test compares a resumed sweep with it).
+    """The 5-trial sweep of tests.tuning.sweeps.SPACE, one trial at a time, its finalist confirmed on a second seed
+    and a second fold (3 runs), run once per session into an embedded MLflow store (the tuning tests read its facts;
+    the interruption test compares a resumed sweep's search with it).
 
     -> (folder, storage, tracking_uri, completed process)
     """
@@ -61,7 +62,7 @@ def finished_sweep(bars, tmp_path_factory):
     folder = tmp_path_factory.mktemp("sweep")
     storage, uri = folder / "sweeps", f"sqlite:///{folder / 'mlflow' / 'mlflow.db'}"
     # One trial at a time: ASHA's decisions depend on the order trials reach a rung, and this order is then fixed.
-    space = write_space(folder, resources={"max_concurrent": 1})
+    space = write_space(folder, resources={"max_concurrent": 1}, confirm={"top_k": 1, "seeds": [1], "folds": 2})
     done = run_cli("sweep", "--data", bars, "--space", space, "--storage", storage, "--tracking-uri", uri)
     assert done.returncode == 0, done.stderr[-3000:]
     return folder, storage, uri, done

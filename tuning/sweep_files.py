@@ -10,6 +10,7 @@ STUDY = "optuna.db"  # the Optuna study
 TUNE_DIR = "tune"  # Ray Tune's experiment, beside our files
 TRACKING_STAGING = "tracking"  # files on their way to MLflow, removed once sent
 TRACKING_SPOOL = "tracking-pending.jsonl"  # MLflow writes not yet sent, replayed by `resume`
+TEST_LOOK = "test.json"  # the winner scored on the test segment, once (tuning/sweep/one_look.py)
 
 
 def is_uri(storage: str) -> bool:

@@ -1,4 +1,4 @@
-"""load_dataset: shapes, windows, the chronological split without look-ahead, scaling and baselines."""
+"""load_dataset: shapes, windows, the three-way chronological split without look-ahead, scaling and baselines."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from model.synth import synth_bars
 from tests.bars import write_bars
 
 N_BARS = 3000
-CONFIG = DataConfig(window=32, horizon=6, target="volatility", val_fraction=0.2, min_val_samples=32)
+CONFIG = DataConfig(window=32, horizon=6, target="volatility", val_fraction=0.2, test_fraction=0.1, min_val_samples=32)
 
 
 def as_tensor(array):
@@ -60,18 +60,52 @@ def test_load_dataset_shapes_and_dtypes(dataset):
     assert dataset.targets.dtype == np.float32
     assert dataset.train_index.dtype == np.int64 and dataset.val_index.dtype == np.int64
     assert dataset.window == CONFIG.window
-    assert dataset.split_bar == 2400
+    assert dataset.test_index.dtype == np.int64
+    assert (dataset.split_bar, dataset.test_bar) == (2100, 2700)  # 70 / 20 / 10
     assert dataset.summary == {
-        "path": str(dataset.summary["path"]), "n_bars": N_BARS, "split_bar": 2400,
-        "n_train": len(dataset.train_index), "n_val": len(dataset.val_index), "target": "volatility",
-        "horizon": CONFIG.horizon, "window": CONFIG.window, "features": list(FEATURE_NAMES),
+        "path": str(dataset.summary["path"]), "n_bars": N_BARS, "fold": 1, "split_bar": 2100, "test_bar": 2700,
+        "n_train": len(dataset.train_index), "n_val": len(dataset.val_index), "n_test": len(dataset.test_index),
+        "target": "volatility", "horizon": CONFIG.horizon, "window": CONFIG.window, "features": list(FEATURE_NAMES),
+        "har": {"lookbacks": [1, 6, 24, 60], "coefficients": dataset.summary["har"]["coefficients"]},
     }
+    assert len(dataset.summary["har"]["coefficients"]) == 5  # the intercept and one per lookback
 
 
 def test_load_dataset_sample_indices_are_every_sample_that_fits(dataset):
-    w, h, s = CONFIG.window, CONFIG.horizon, dataset.split_bar
+    w, h, s, t = CONFIG.window, CONFIG.horizon, dataset.split_bar, dataset.test_bar
     np.testing.assert_array_equal(dataset.train_index, np.arange(max(w, h), s - h))
-    np.testing.assert_array_equal(dataset.val_index, np.arange(s + w - 1, N_BARS - h))
+    np.testing.assert_array_equal(dataset.val_index, np.arange(s + w - 1, t - h))
+    np.testing.assert_array_equal(dataset.test_index, np.arange(t + w - 1, N_BARS - h))
+
+
+def test_load_dataset_walk_forward_fold_validates_on_the_segment_before_the_last_folds(bars_file, dataset):
+    """Fold 2 validates on bars 1500..2099 (fold 1's 600 bars, moved 600 earlier) and trains on those before."""
+    w, h = CONFIG.window, CONFIG.horizon
+    fold2 = load_dataset(bars_file, DataConfig(**{**CONFIG.to_dict(), "fold": 2}))
+    assert (fold2.split_bar, fold2.test_bar, fold2.summary["fold"]) == (1500, 2700, 2)
+    np.testing.assert_array_equal(fold2.train_index, np.arange(max(w, h), 1500 - h))
+    np.testing.assert_array_equal(fold2.val_index, np.arange(1500 + w - 1, 2100 - h))
+    np.testing.assert_array_equal(fold2.test_index, dataset.test_index)  # never used, never moved
+    assert fold2.scaler.target_mean != dataset.scaler.target_mean  # scaled from its own, shorter training segment
+    tight = {**CONFIG.to_dict(), "val_fraction": 0.298, "fold": 3}  # fold 3 trains on the first 18 bars
+    with pytest.raises(DataError, match=r"3000 bars are too few.*need (\d+) bars at val_fraction 0.298 and "
+                                        r"test_fraction 0.1 and walk-forward fold 3 \(confirm.folds\); use more "
+                                        r"bars, a shorter window, fewer folds or larger fractions") as info:
+        load_dataset(bars_file, DataConfig(**tight))
+    needed = int(re.search(r"need (\d+) bars", str(info.value)).group(1))
+    enough = load_dataset(write_synth(bars_file.parent / "enough_for_fold_3.parquet", n=needed), DataConfig(**tight))
+    assert len(enough.train_index) >= 1 and len(enough.val_index) >= 32
+    with pytest.raises(DataError, match=r"walk-forward fold 5 \(confirm.folds\) would start before the first bar: "
+                                        r"5 validation segments of val_fraction 0.2 and test_fraction 0.1 leave no "
+                                        r"bar to train on; use at most 4 folds or a smaller val_fraction"):
+        load_dataset(bars_file, DataConfig(**{**CONFIG.to_dict(), "fold": 5}))
+
+
+def test_load_dataset_without_a_test_segment_is_the_two_way_split(bars_file):
+    ds = load_dataset(bars_file, DataConfig(window=32, horizon=6, val_fraction=0.2, test_fraction=0))
+    assert (ds.split_bar, ds.test_bar, ds.summary["n_test"]) == (2400, N_BARS, 0)
+    np.testing.assert_array_equal(ds.val_index, np.arange(2400 + 31, N_BARS - 6))
+    assert ds.test_index.shape == (0,) and ds.test_baselines == {}
 
 
 def test_dataset_batch_shapes_and_exact_windows(dataset):
@@ -156,7 +190,7 @@ def test_load_dataset_validation_windows_start_at_or_after_the_split(dataset):
     w, h, s = CONFIG.window, CONFIG.horizon, dataset.split_bar
     first_input = dataset.val_index - (w - 1)
     assert first_input.min() == s
-    assert dataset.val_index.max() + h <= N_BARS - 1
+    assert dataset.val_index.max() + h == dataset.test_bar - 1  # targets end before the test segment
     train_bars = set()
     for i in dataset.train_index:
         train_bars.update(range(i - w + 1, i + h + 1))
@@ -166,10 +200,23 @@ def test_load_dataset_validation_windows_start_at_or_after_the_split(dataset):
     assert not train_bars & val_bars
 
 
+def test_load_dataset_test_samples_touch_no_training_or_validation_bar(dataset):
+    w, h, t = CONFIG.window, CONFIG.horizon, dataset.test_bar
+    assert (dataset.test_index - (w - 1)).min() == t
+    assert dataset.test_index.max() + h == N_BARS - 1
+    used = set()
+    for i in np.concatenate([dataset.train_index, dataset.val_index]):
+        used.update(range(i - w + 1, i + h + 1))  # inputs and target
+    test_bars = set()
+    for i in dataset.test_index:
+        test_bars.update(range(i - w + 1, i + h + 1))
+    assert not used & test_bars
+
+
 def test_load_dataset_ignores_the_validation_part_when_scaling(tmp_path):
     """Changing every bar from the split on leaves the scaler and all training data unchanged."""
     table = synth_bars(N_BARS, 5)
-    split = int(round(N_BARS * (1 - CONFIG.val_fraction)))
+    split = int(round(N_BARS * (1 - CONFIG.test_fraction - CONFIG.val_fraction)))
     factor = np.where(np.arange(N_BARS) >= split, 1.5, 1.0)
     changed = table
     for name in ("open", "high", "low", "close"):
@@ -202,7 +249,38 @@ def test_load_dataset_baselines(bars_file, dataset):
     assert dataset.baselines["persistence"] == pytest.approx(np.mean((scaled_persistence - scaled_target) ** 2), rel=1e-5)
     # The mean baseline is also the MSE of predicting the training mean in raw units, rescaled.
     assert dataset.baselines["mean"] == pytest.approx(np.mean((target[val] - mean) ** 2) / std**2, rel=1e-5)
-    assert set(dataset.baselines) == {"mean", "persistence"}
+    assert set(dataset.baselines) == set(dataset.test_baselines) == {"har", "mean", "persistence"}
+    test = dataset.test_index
+    assert dataset.test_baselines["persistence"] == pytest.approx(
+        np.mean(((persistence[test] - target[test]) / std) ** 2), rel=1e-5)
+    assert dataset.test_baselines["mean"] == pytest.approx(np.mean((target[test] - mean) ** 2) / std**2, rel=1e-5)
+
+
+def log_volatility_over(log_range, i, length):
+    """The log Parkinson volatility of bars i-length+1..i (from bar 0 at the start), written out."""
+    squares = log_range[max(0, i - length + 1) : i + 1].astype(np.float64) ** 2
+    return np.log(np.sqrt(squares.mean() / (4 * np.log(2))))
+
+
+def test_load_dataset_har_is_least_squares_on_the_training_samples_alone(bars_file, dataset):
+    features, target, _ = raw(bars_file)
+    lookbacks = (1, 6, 24, 60)
+
+    def design(index):
+        return np.array([[1.0] + [log_volatility_over(features[:, 1], i, n) for n in lookbacks] for i in index])
+
+    scaled = (target - dataset.scaler.target_mean) / dataset.scaler.target_std
+    coefficients, *_ = np.linalg.lstsq(design(dataset.train_index), scaled[dataset.train_index], rcond=None)
+    torch.testing.assert_close(as_tensor(dataset.summary["har"]["coefficients"]), as_tensor(coefficients),
+                               rtol=1e-4, atol=1e-4)
+    for index, baselines in ((dataset.val_index, dataset.baselines), (dataset.test_index, dataset.test_baselines)):
+        expected = np.mean((design(index) @ coefficients - scaled[index]) ** 2)
+        assert baselines["har"] == pytest.approx(expected, rel=1e-4)
+
+
+def test_load_dataset_har_is_the_strongest_baseline_for_volatility(dataset):
+    for baselines in (dataset.baselines, dataset.test_baselines):
+        assert baselines["har"] < baselines["persistence"] < baselines["mean"]
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -213,7 +291,8 @@ def test_load_dataset_each_target_is_finite_at_every_sample(bars_file, target):
     for index in (ds.train_index, ds.val_index):
         assert np.isfinite(ds.targets[index]).all()
         assert np.isfinite(persistence[index]).all()
-    assert np.isfinite(ds.baselines["mean"]) and np.isfinite(ds.baselines["persistence"])
+    for baselines in (ds.baselines, ds.test_baselines):
+        assert all(np.isfinite(v) for v in baselines.values()) and set(baselines) == {"har", "persistence", "mean"}
     assert ds.summary["target"] == target
     expected = ((raw_target - ds.scaler.target_mean) / ds.scaler.target_std).astype(np.float32)
     torch.testing.assert_close(as_tensor(ds.targets), as_tensor(expected), rtol=0, atol=0, equal_nan=True)
@@ -241,7 +320,8 @@ def test_load_dataset_with_a_column_mapping(tmp_path):
 def test_load_dataset_too_few_bars(tmp_path):
     path = write_synth(tmp_path / "short.parquet", n=200)
     with pytest.raises(DataError, match=re.escape(f"{path}: 200 bars are too few, window 128 + horizon 12 + at least 32 "
-                                                  "validation samples need ") + r"\d+ bars at val_fraction 0.2"):
+                                                  "samples in the validation and test segments need ")
+                       + r"\d+ bars at val_fraction 0.2 and test_fraction 0.1; use more bars"):
         load_dataset(path)
 
 
@@ -252,6 +332,7 @@ def test_load_dataset_too_few_bars_names_the_smallest_count_that_works(tmp_path)
     needed = int(re.search(r"need (\d+) bars", str(info.value)).group(1))
     ds = load_dataset(write_synth(tmp_path / "enough.parquet", n=needed), config)
     assert len(ds.train_index) >= 1 and len(ds.val_index) >= config.min_val_samples
+    assert len(ds.test_index) >= config.min_val_samples
     with pytest.raises(DataError, match=rf"{needed - 1} bars are too few"):
         load_dataset(write_synth(tmp_path / "one_short.parquet", n=needed - 1), config)
 
@@ -267,6 +348,10 @@ def test_load_dataset_too_few_bars_names_the_smallest_count_that_works(tmp_path)
         ({"target": "price"}, r"target must be one of return, volatility, close, got 'price'"),
         ({"val_fraction": 1.0}, r"val_fraction must be a number between 0.01 and 0.99, got 1.0"),
         ({"val_fraction": 0}, r"val_fraction must be a number between 0.01 and 0.99, got 0"),
+        ({"test_fraction": -0.1}, r"test_fraction must be a number between 0 \(no test segment\) and 0.98, got -0.1"),
+        ({"test_fraction": "10%"}, r"test_fraction must be a number between 0 \(no test segment\) and 0.98"),
+        ({"val_fraction": 0.5, "test_fraction": 0.5},
+         r"val_fraction \+ test_fraction must be at most 0.99 so that bars are left to train on, got 0.5 \+ 0.5"),
         ({"columns": {"price": "close"}}, r"columns must map bar fields \(timestamp, open, .*\) to column names"),
         ({"columns": {"timestamp": 5}}, r"columns must map bar fields"),
     ],
@@ -278,12 +363,12 @@ def test_data_config_rejects_bad_values(values, match):
 
 def test_data_config_from_dict_rejects_an_unknown_key():
     with pytest.raises(ValueError, match=r"unknown data setting 'stride'; allowed: window, horizon, target, "
-                                         r"val_fraction, min_val_samples, columns"):
+                                         r"val_fraction, test_fraction, min_val_samples, fold, columns"):
         DataConfig.from_dict({"window": 16, "stride": 2})
 
 
 def test_data_config_round_trips_through_a_dict():
-    config = DataConfig(window=16, horizon=3, target="return", val_fraction=0.3, min_val_samples=4,
+    config = DataConfig(window=16, horizon=3, target="return", val_fraction=0.3, test_fraction=0.15, min_val_samples=4,
                         columns={"timestamp": "ts_event"})
     assert DataConfig.from_dict(config.to_dict()) == config
     with pytest.raises(ValueError, match=r"window must be a positive integer, got 0"):

@@ -116,6 +116,37 @@ SPACES = {
 }
 
 
+SEGMENTS_AND_CONFIRMATION = {  # each refused before Ray starts, naming the bar count needed where it applies
+    "top_k above the trials": ({"confirm": {"top_k": 6}}, [],
+                               "{space}: confirm.top_k 6 is more than the 5 trials of the search"),
+    "top_k above --trials": ({"confirm": {"top_k": 2}}, ["--trials", "1"],
+                             "--trials 1 is fewer than confirm.top_k 2 finalists"),
+    "repeated seeds": ({"confirm": {"top_k": 1, "seeds": [3, 3]}}, [],
+                       "{space}: confirm: seeds must differ from each other, 3 is given twice"),
+    "the base seed": ({"confirm": {"top_k": 1, "seeds": [0, 1]}}, [],
+                      "{space}: confirm.seeds holds 0, the run's own seed (run.train.seed)"),
+    "folds past the first bar": ({"confirm": {"top_k": 1, "folds": 5}}, [],
+                                 "{bars}: walk-forward fold 5 (confirm.folds) would start before the first bar"),
+    "folds with too few bars": ({"confirm": {"top_k": 1, "folds": 3}, "run": {
+        **SPACE["run"], "data": {**SPACE["run"]["data"], "val_fraction": 0.298}}}, [],
+        "{bars}: 1500 bars are too few, window 16 + horizon 4 + at least 32 samples in the validation and test "
+        "segments need "),
+    "a test segment too small": ({"run": {**SPACE["run"], "data": {**SPACE["run"]["data"], "test_fraction": 0.02}}},
+                                 [], "{bars}: 1500 bars are too few, window 16 + horizon 4 + at least 32 samples in "
+                                     "the validation and test segments need "),
+}
+
+
+@pytest.mark.parametrize("case", SEGMENTS_AND_CONFIRMATION)
+def test_bad_segments_or_confirmation_are_one_line_exit_2_and_write_nothing(case, bars, tmp_path):
+    change, flags, message = SEGMENTS_AND_CONFIRMATION[case]
+    space = tmp_path / "space.yaml"
+    space.write_text(yaml.safe_dump({**json.loads(json.dumps(SPACE)), **change}))
+    done = run_cli("sweep", "--data", bars, "--space", space, "--storage", tmp_path / "sweeps", *flags, timeout=120)
+    assert_one_line_error(done, message.format(space=space, bars=bars))
+    assert not (tmp_path / "sweeps").exists()
+
+
 @pytest.mark.parametrize("case", SPACES)
 def test_bad_search_space_is_one_line_exit_2_and_writes_nothing(case, bars, tmp_path):
     change, message = SPACES[case]

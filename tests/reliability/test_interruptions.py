@@ -26,7 +26,8 @@ pytestmark = pytest.mark.integration
 
 def decisions(records: dict[str, dict], points: list[dict]) -> list[tuple[str, int]]:
     """How the trials of these parameters ended (stop reason, epoch), in the order of `points`."""
-    by_params = {json.dumps(r["params"], sort_keys=True): (r["stop_reason"], r["stop_epoch"]) for r in records.values()}
+    by_params = {json.dumps(r["params"], sort_keys=True): (r["stop_reason"], r["stop_epoch"]) for r in records.values()
+                 if r["stage"] == "search"}  # (the session's sweep also confirms its finalist)
     return [by_params[json.dumps(p, sort_keys=True)] for p in points]
 
 

@@ -17,7 +17,7 @@ from tests.tuning.sweeps import SPACE, ledger, start_after_first_trial, write_sp
 pytestmark = pytest.mark.integration
 # AdamW with beta2 = 0 and no clipping divides each step by the current gradient alone, so a weight
 # whose gradient passes near zero takes a step of lr * momentum / eps. With eps 1e-4 that sends the
-# weights to inf in the first epoch at a learning rate of 0.5 (and at 0.1), while at 1e-4 a step stays
+# weights to inf in the first epoch at a learning rate of 0.5 (and at 0.25), while at 1e-4 a step stays
 # below ~1e-3 and the trial learns smoothly: the same under the native, avx2 and default CPU kernels
 # (bench/training_outcomes.py). No gate: the healthy trial's completion depends on nothing but
 # finishing, and with the other trial stopped before ASHA's rung, it is alone there.

@@ -36,7 +36,8 @@ def assert_sweep_logged(uri: str, name: str, records: dict[str, dict], tmp_path,
     parent = parents[0]
     assert parent.info.status == "FINISHED"
     assert artifact_files(client, parent.info.run_id) == SWEEP_ARTIFACTS
-    assert {"sweep.trials", "search.learning_rate", "gate.epoch", "data.n_bars", "baseline.persistence"} <= set(
+    assert {"sweep.trials", "search.learning_rate", "gate.epoch", "data.n_bars", "baseline.persistence",
+            "baseline.har"} <= set(
         parent.data.params)
     trials = {r.data.tags["trial_id"]: r for r in runs
               if r.data.tags.get("mamba_tune.role") == "trial" and r.data.tags.get("stop_reason") != "lost"}

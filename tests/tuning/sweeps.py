@@ -16,8 +16,8 @@ from tuning.sweep_files import LEDGER
 # learns well; the second's learning rate is too small to get 10% better than E0 by the gate
 # at epoch 2; the third is mediocre and reaches ASHA's rung at epoch 2 after the first.
 # Each outcome holds with a margin no CPU difference crosses (bench/training_outcomes.py, the
-# same to 6 digits under the native, avx2 and default kernels): val/E0 at the gate 0.52 (first),
-# 1.00 (second) and 0.78 (third) against 0.9; the third's best val at the rung 1.49x the first's.
+# same to 6 digits under the native, avx2 and default kernels): val/E0 at the gate 0.55 (first),
+# 1.00 (second) and 0.79 (third) against 0.9; the third's best val at the rung 1.44x the first's.
 SPACE = {
     "name": "t", "trials": 5, "seed": 0,
     "search": {"learning_rate": {"low": 1e-7, "high": 1e-2, "log": True},
@@ -37,7 +37,7 @@ def space_values(**changes) -> dict:
     """SPACE with some sections changed: a dict merges into its section, anything else replaces it."""
     values = json.loads(json.dumps(SPACE))
     for section, value in changes.items():
-        values[section] = {**values[section], **value} if isinstance(value, dict) else value
+        values[section] = {**values.get(section, {}), **value} if isinstance(value, dict) else value
     return values
 
 

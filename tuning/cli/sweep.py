@@ -10,17 +10,20 @@ import logging
 import math
 import shlex
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from tuning.cli.figures import finite, one_look_line, ratio
 from tuning.errors import UsageError
 from tuning.progress import LOGGER as PROGRESS_LOGGER
 from tuning.progress import EpochEnded, Note, TrialEnded, TrialStarted, event_of
 from tuning.search.best_config import train_command, write_best_config
+from tuning.search.finalists import CONFIRM, SEARCH, finalist_scores, winner
 from tuning.search.ledger import Ledger, TrialRecord, best_record, leaderboard
 from tuning.search.space import AUTO, parse_space, valid_name
 from tuning.sweep.manifest import SweepManifest
-from tuning.sweep_files import DEFAULT_STORAGE, LEDGER, MANIFEST, TRACKING_SPOOL, unwritable_reason
+from tuning.sweep_files import DEFAULT_STORAGE, LEDGER, MANIFEST, TEST_LOOK, TRACKING_SPOOL, unwritable_reason
 from tuning.tracking.store import open_store, resolve_store
 from tuning.yaml_io import read_yaml
 
@@ -70,12 +73,15 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if args.trials is not None and args.trials < 1:
         raise UsageError(f"--trials must be a positive integer, got {args.trials}")
     trials = args.trials or space.trials
+    if space.confirm is not None and space.confirm.top_k > trials:
+        raise UsageError(f"--trials {trials} is fewer than confirm.top_k {space.confirm.top_k} finalists in "
+                         f"{args.space}; raise --trials or lower confirm.top_k")
     if args.memory_budget is not None and not (args.memory_budget > 0 and math.isfinite(args.memory_budget)):
         raise UsageError(f"--memory-budget must be a positive number of MB, got {args.memory_budget:g}")
     if not args.data.is_file():
         raise UsageError(f"--data {args.data}: no such file; make one with `mamba-tune data synth --out {args.data}`")
 
-    from model.data import load_dataset
+    from model.data import load_dataset, require_enough_bars
     from tuning.cluster.shared_storage import check_shared
     from tuning.sweep import session
     from tuning.sweep.memory_probe import pack_trials, restrict_space, run_probe
@@ -87,6 +93,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     store = resolve_store(args.tracking_uri)
     client = open_store(store)  # an unreachable tracking server fails here, in seconds, before Ray starts
     data = load_dataset(args.data, space.run.data)
+    if space.confirm is not None and space.confirm.folds > 1:  # the earliest fold trains on the fewest bars
+        require_enough_bars(args.data, data.summary["n_bars"], replace(space.run.data, fold=space.confirm.folds))
     started = session.start_ray(args.address)
     try:
         plan = session.cluster_plan(space)
@@ -109,13 +117,16 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 def cmd_resume(args: argparse.Namespace) -> int:
     from tuning.cluster.shared_storage import check_shared
     from tuning.sweep import session
+    from tuning.sweep.confirmation import confirmation_runs
 
     paths = session.sweep_paths(args.storage, args.name)
     paths, manifest, space, data = session.load_for_resume(paths)
     store = resolve_store(args.tracking_uri or manifest.tracking_uri)
     finished = Ledger(paths.folder / LEDGER).records
-    if len(finished) >= manifest.trials:
-        print(f"sweep {args.name} has finished all {manifest.trials} trials; nothing to resume")
+    searched_all = sum(r.stage == SEARCH for r in finished.values()) >= manifest.trials
+    if searched_all and not confirmation_runs(paths.folder / LEDGER, space):
+        print(f"sweep {args.name} has finished all {manifest.trials} trials and its confirmation runs; "
+              "nothing to resume")
         session.end_lost_trials(paths)
         if (paths.folder / TRACKING_SPOOL).exists():  # MLflow writes it could not send: now
             _unsent(session.send_pending(store, open_store(store), paths, manifest, list(finished)))
@@ -156,8 +167,10 @@ def _run_sweep(session: Any, paths: Any, space: Any, data: Any, manifest: SweepM
     trials, (store, client) = manifest.trials, tracking
     summary = data.summary
     print(f"sweep {paths.name}: {trials} trials, {plan.describe()}")
-    print(f"data: {summary['n_bars']:,} bars, {summary['n_train']:,} training / {summary['n_val']:,} validation "
-          f"samples; persistence baseline {data.baselines['persistence']:.4f}")
+    print(f"data: {summary['n_bars']:,} bars, {summary['n_train']:,} training / {summary['n_val']:,} validation / "
+          f"{summary['n_test']:,} test samples (the sweep never reads the test segment)")
+    print(f"baselines (validation MSE, scaled): HAR {data.baselines['har']:.4f}, "
+          f"persistence {data.baselines['persistence']:.4f}, train mean {data.baselines['mean']:.4f}")
     print(f"stopping: ASHA (grace {space.scheduler.grace_period}, reduction {space.scheduler.reduction_factor}, "
           f"max {space.scheduler.max_epochs} epochs), gate at epoch {space.gate.epoch}")
     print(f"results: {paths.folder} (trials.json; Ray Tune experiment {paths.experiment})")
@@ -174,19 +187,47 @@ def _run_sweep(session: Any, paths: Any, space: Any, data: Any, manifest: SweepM
     records = outcome.records
     print()
     _print_leaderboard(records)
+    _print_finalists(records, space)
     if outcome.interrupted:
-        print(f"interrupted with {len(records)} of {trials} trials finished; continue with `{resume_hint}`",
+        searched = sum(r.stage == SEARCH for r in records)
+        print(f"interrupted with {searched} of {trials} trials finished; continue with `{resume_hint}`",
               file=sys.stderr)
         return 130
-    best = best_record(records)
+    best = winner(records, space.confirm)
     if best is None:
         reasons = ", ".join(f"{n} {k}" for k in ("asha", "gate", "nan", "error")
                             if (n := sum(r.stop_reason == k for r in records)))
         print(f"error: no trial ran all {space.scheduler.max_epochs} epochs ({reasons}); see "
               f"{paths.folder}/trials.json, then widen the space or relax the gate", file=sys.stderr)
         return 1
-    print(f"\nbest: trial {best.trial_id}; export it with `mamba-tune best {paths.name}{_storage_flag(storage)}`")
+    confirmed = " (the confirmed winner)" if space.confirm else ""
+    print(f"\nbest: trial {best.trial_id}{confirmed}; export it with `mamba-tune best {paths.name}"
+          f"{_storage_flag(storage)}`")
+    _print_test_look(outcome.test, paths.folder)
     return 0
+
+
+def _print_finalists(records: list[TrialRecord], space: Any) -> None:
+    """Each finalist's mean best val_loss over its seeds and folds, the winner first (nothing without confirm)."""
+    scores = finalist_scores(records, space.confirm) if space.confirm is not None else []
+    if not scores:
+        return
+    print(f"\nfinalists (confirm: top {space.confirm.top_k}, seeds {space.run.train.seed}"
+          f"{''.join(f', {s}' for s in space.confirm.seeds)}, {space.confirm.folds} fold(s)):")
+    for rank, s in enumerate(scores, start=1):
+        p = s.record.params
+        print(f"{rank:<3}{_short(s.record.trial_id):<14}lr {p.get('learning_rate', math.nan):.2e}  "
+              f"wd {p.get('weight_decay', math.nan):.2e}  batch {p.get('batch_size', '-'):<5}  "
+              f"val {s.mean:.4f} +- {s.std:.4f} (n={s.n})  search alone {s.record.best_val_loss:.4f}")
+
+
+def _print_test_look(test: dict[str, Any] | None, folder: Path) -> None:
+    """The winner's one look at the test segment, or why there is none."""
+    if test is None:
+        print("test: none (no test segment, or the winner's checkpoint is gone)")
+        return
+    scored = f"trial {test['trial_id']}, best.pt of epoch {test['best_epoch']}"
+    print(f"test: {one_look_line(test, scored)}; in {folder / TEST_LOOK} (looked at once, after the winner was chosen)")
 
 
 def cmd_best(args: argparse.Namespace) -> int:
@@ -196,17 +237,23 @@ def cmd_best(args: argparse.Namespace) -> int:
     manifest = session.read_manifest(paths)
     space = parse_space(manifest.space, str(paths.folder / MANIFEST))
     records = list(Ledger(paths.folder / LEDGER).records.values())
-    best = best_record(records)
+    best = winner(records, space.confirm)
     if best is None:
         raise UsageError(f"sweep {args.name!r} has no completed trial yet ({len(records)} finished, none ran all "
                          f"{space.scheduler.max_epochs} epochs); resume it or widen the space")
     out = args.out or paths.folder / "best.yaml"
     if out.exists() and not args.force:
         raise UsageError(f"{out} exists and is never overwritten by default; pass --force or choose another --out")
-    config = write_best_config(space, best, args.name, manifest.data, out)
+    config = write_best_config(space, best, args.name, manifest.data, out, records)
+    _print_finalists(records, space)
     print(f"wrote {out}: lr {config.train.lr:.3g}, weight decay {config.train.weight_decay:.3g}, "
           f"batch {config.train.batch_size}, {config.train.epochs} epochs (best val_loss {best.best_val_loss:.4f})")
     print(f"train it: {train_command(manifest.data, out)}")
+    from tuning.sweep.one_look import read_test_look
+
+    test = read_test_look(paths.folder)
+    if test is not None and test["trial_id"] == best.trial_id:
+        _print_test_look(test, paths.folder)
     return 0
 
 
@@ -225,20 +272,15 @@ def _print_leaderboard(records: list[TrialRecord]) -> None:
         print("no trial has finished")
         return
     print(f"{'rank':<5}{'trial':<14}{'lr':>9}{'wd':>9}{'batch':>7}  {'ended':<14}{'best val':>9}{'@':>4}"
-          f"{'vs E0':>8}{'vs pers.':>9}")
+          f"{'vs E0':>8}{'vs HAR':>8}{'vs pers.':>9}")
     for rank, r in enumerate(leaderboard(records), start=1):
         p = r.params
-        gain = f"{1 - r.best_val_loss / r.e0_val_loss:+.1%}" if _finite(r.best_val_loss, r.e0_val_loss) else "n/a"
-        pers = f"{r.best_val_loss / r.baseline_persistence:.2f}" if _finite(r.best_val_loss,
-                                                                             r.baseline_persistence) else "n/a"
+        gain = f"{1 - r.best_val_loss / r.e0_val_loss:+.1%}" if finite(r.best_val_loss, r.e0_val_loss) else "n/a"
+        har, pers = (ratio(r.best_val_loss, baseline) for baseline in (r.baseline_har, r.baseline_persistence))
         ended = f"{r.stop_reason}@{r.stop_epoch}"
         print(f"{rank:<5}{_short(r.trial_id):<14}{p.get('learning_rate', math.nan):>9.2e}"
               f"{p.get('weight_decay', math.nan):>9.2e}{p.get('batch_size', '-'):>7}  "
-              f"{ended:<14}{r.best_val_loss:>9.4f}{r.best_epoch:>4}{gain:>8}{pers:>9}")
-
-
-def _finite(*values: float) -> bool:
-    return all(math.isfinite(v) and v != 0 for v in values)
+              f"{ended:<14}{r.best_val_loss:>9.4f}{r.best_epoch:>4}{gain:>8}{har:>8}{pers:>9}")
 
 
 def _short(trial_id: str) -> str:
@@ -272,6 +314,9 @@ class _Progress(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         match event_of(record):
+            case TrialStarted(trial_id, params) if "finalist" in params:
+                self._line(f"confirm run {_short(trial_id)} started: finalist {_short(params['finalist'])}, "
+                           f"seed {params['seed']}, fold {params['fold']}")
             case TrialStarted(trial_id, params):
                 self._line(f"trial {_short(trial_id)} started: lr {params.get('learning_rate', math.nan):.2e}, "
                            f"wd {params.get('weight_decay', math.nan):.2e}, batch {params.get('batch_size', '-')}")
@@ -286,12 +331,19 @@ class _Progress(logging.Handler):
                 self._line(text)
 
     def _end(self, event: TrialEnded) -> None:
-        r, finished = event.record, event.finished
+        r = event.record
         self.status.pop(r.trial_id, None)
+        why = f": {event.error}" if event.error else ""
+        if r.stage == CONFIRM:
+            confirmed = sum(f.stage == CONFIRM for f in event.finished)
+            self._line(f"confirm run {_short(r.trial_id)} (finalist {_short(r.finalist or '')}, seed {r.seed}, fold "
+                       f"{r.fold}) ended {r.stop_reason} at epoch {r.stop_epoch}{why}, best val {r.best_val_loss:.4f}"
+                       f"@{r.best_epoch} | running {event.running}, {confirmed} confirmation run(s) finished")
+            return
+        finished = [f for f in event.finished if f.stage == SEARCH]
         done = sum(f.stop_reason == "completed" for f in finished)
         best = best_record(list(finished))
         best_text = f"best {best.best_val_loss:.4f} ({_short(best.trial_id)})" if best else "no completed trial yet"
-        why = f": {event.error}" if event.error else ""
         self._line(f"trial {_short(r.trial_id)} ended {r.stop_reason} at epoch {r.stop_epoch}{why}, best val "
                    f"{r.best_val_loss:.4f}@{r.best_epoch} | running {event.running}, finished {len(finished)}/"
                    f"{self.trials} ({done} completed, {len(finished) - done} stopped) | {best_text}")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import shlex
 import sys
 from pathlib import Path
@@ -12,19 +11,22 @@ from typing import TYPE_CHECKING, Any
 
 from model.atomic import write_text_atomic
 from model.checkpoint import load_checkpoint
-from model.data import load_dataset
+from model.data import Dataset, load_dataset
+from model.holdout import score_on_test_segment
 from model.precision import PRECISIONS
 from model.train import FitResult, fit
 from model.training import resolve_device
 from tuning.cli.data import parse_columns
+from tuning.cli.figures import one_look_line, versus_baselines
 from tuning.errors import UsageError
 from tuning.search.recipe import TrainingRecipe
 
 if TYPE_CHECKING:
     from tuning.tracking.store import TrackingStore
 
-RUN_FILES = ("config.yaml", "metrics.json", "best.pt", "last.pt")  # what a run writes into --out
-OVERRIDES = ("epochs", "lr", "weight_decay", "batch_size", "device", "precision")  # flags that set train settings
+RUN_FILES = ("config.yaml", "metrics.json", "best.pt", "last.pt", "test.json")  # what a run writes into --out
+# flags that set train settings
+OVERRIDES = ("epochs", "lr", "weight_decay", "batch_size", "device", "precision", "threads")
 
 
 def add_command(commands: argparse._SubParsersAction) -> None:
@@ -38,6 +40,9 @@ def add_command(commands: argparse._SubParsersAction) -> None:
     train.add_argument("--device", choices=("auto", "cpu", "cuda"))
     train.add_argument("--precision", choices=PRECISIONS,
                        help="fp32 (default), or bf16: autocast with float32 parameters and SSM state (pays on CUDA)")
+    train.add_argument("--threads", type=int,
+                       help="torch CPU threads (default: the config's, else every core); a sweep's best.yaml pins "
+                            "its trial's, so its numbers reproduce")
     train.add_argument("--column", action="append", default=[], metavar="FIELD=NAME",
                        help="map a bar field to the file's column, e.g. --column timestamp=ts_event")
     train.add_argument("--out", type=Path, default=Path("runs/train"), help="output folder (default runs/train)")
@@ -59,10 +64,11 @@ def cmd_train(args: argparse.Namespace) -> int:
         config.write_yaml(args.out / "config.yaml", f"mamba-tune train --data {shlex.quote(str(args.data))} "
                                                      f"--config {shlex.quote(str(args.out / 'config.yaml'))}")
     over = "the next bar" if config.data.target == "close" else f"the next {config.data.horizon} bars"
-    print(f"data: {data.summary['n_bars']:,} bars, {data.summary['n_train']:,} training and "
-          f"{data.summary['n_val']:,} validation samples, target {config.data.target} over {over}")
-    print(f"baselines (validation MSE, scaled): train mean {data.baselines['mean']:.4f}, "
-          f"persistence {data.baselines['persistence']:.4f}")
+    print(f"data: {data.summary['n_bars']:,} bars, {data.summary['n_train']:,} training, "
+          f"{data.summary['n_val']:,} validation and {data.summary['n_test']:,} test samples, "
+          f"target {config.data.target} over {over}")
+    print(f"baselines (validation MSE, scaled): HAR {data.baselines['har']:.4f}, "
+          f"persistence {data.baselines['persistence']:.4f}, train mean {data.baselines['mean']:.4f}")
     bar = _ProgressBar(config.train.epochs)
     # On resume, metrics.json restarts from the checkpoint's own history: exactly the epochs it holds.
     history: list[dict[str, Any]] = load_checkpoint(args.out / "last.pt")["history"] if args.resume else []
@@ -80,7 +86,18 @@ def cmd_train(args: argparse.Namespace) -> int:
         print(f"error: training diverged at epoch {result.stop_epoch} (a non-finite loss or gradient), "
               "nothing from that epoch was saved; lower --lr", file=sys.stderr)
         return 1
+    _look_at_test_segment(data, args.out, result.best_epoch)
     return _register(args, store, config, result) if store is not None else 0
+
+
+def _look_at_test_segment(data: Dataset, out: Path, best_epoch: int) -> None:
+    """Score best.pt on the test segment once: print it and keep it in out/test.json (nothing without a segment)."""
+    if not len(data.test_index):
+        print("test           none (test_fraction 0): nothing scored on bars the run was not chosen on")
+        return
+    scores = score_on_test_segment(out / "best.pt", data)
+    write_text_atomic(out / "test.json", json.dumps(scores, indent=1))
+    print(f"{one_look_line(scores, f'best.pt, epoch {best_epoch}')}; in {out}/test.json")
 
 
 def _register(args: argparse.Namespace, store: TrackingStore, config: TrainingRecipe, result: FitResult) -> int:
@@ -184,9 +201,7 @@ def _print_summary(result: FitResult, out: Path) -> None:
         ("best epoch", f"{result.best_epoch}" + ("  (the initialisation: nothing was learned)"
                                                  if result.best_epoch == 0 else "")),
         ("best val loss", f"{result.best_val_loss:.4f}  (E0 {e0:.4f}, {best['improvement_over_e0']:+.1%} better)"),
-        ("vs baselines", f"persistence {best['baseline_persistence']:.4f} "
-                         f"(ratio {_ratio(result.best_val_loss, best['baseline_persistence'])}), "
-                         f"train mean {best['baseline_mean']:.4f}"),
+        ("vs baselines", versus_baselines(result.best_val_loss, best)),
         ("overfit ratio", f"{best['overfit_ratio']:.2f} (val/train at the best epoch)"),
         ("files", f"{out}/config.yaml, metrics.json, best.pt, last.pt"),
     ]
@@ -194,6 +209,3 @@ def _print_summary(result: FitResult, out: Path) -> None:
     for label, value in rows:
         print(f"{label:<14} {value}")
 
-
-def _ratio(value: float, reference: float) -> str:
-    return f"{value / reference:.2f}" if reference > 0 and math.isfinite(value) else "n/a"

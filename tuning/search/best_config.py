@@ -1,25 +1,33 @@
-"""A sweep's best trial as a run configuration that `mamba-tune train --config` reads."""
+"""A sweep's winner as a run configuration that `mamba-tune train --config` reads."""
 
 from __future__ import annotations
 
 import shlex
 from pathlib import Path
 
+from tuning.search.finalists import finalist_scores
 from tuning.search.ledger import TrialRecord
 from tuning.search.recipe import TrainingRecipe
 from tuning.search.space import SweepSpace, with_params
 
 
 def write_best_config(space: SweepSpace, best: TrialRecord, sweep_name: str, data_path: str,
-                      out: Path) -> TrainingRecipe:
-    """Write the trial's whole configuration (epochs: the schedule it was tuned with) to `out`, with its figures."""
+                      out: Path, records: list[TrialRecord] | None = None) -> TrainingRecipe:
+    """Write the trial's whole configuration (epochs: the schedule it was tuned with; its seed, device, threads
+    and precision: so it reproduces) to `out`, with its figures and, from `records`, its confirmed score."""
     config = with_params(space.run, best.params)
     command = train_command(data_path, out)
-    notes = (f"The best trial of sweep {sweep_name}: {best.trial_id}, val_loss {best.best_val_loss:.4f} at epoch "
-             f"{best.best_epoch} of {best.stop_epoch} (E0 {best.e0_val_loss:.4f}, persistence "
-             f"{best.baseline_persistence:.4f}).",
-             f"Train all {config.train.epochs} epochs (the schedule it was tuned with); best.pt keeps the best epoch.")
-    config.write_yaml(out, command, notes)
+    notes = [f"The winner of sweep {sweep_name}: trial {best.trial_id}, val_loss {best.best_val_loss:.4f} at epoch "
+             f"{best.best_epoch} of {best.stop_epoch} (E0 {best.e0_val_loss:.4f}, HAR {best.baseline_har:.4f}, "
+             f"persistence {best.baseline_persistence:.4f})."]
+    confirmed = [s for s in finalist_scores(records or [], space.confirm) if s.record.trial_id == best.trial_id] \
+        if space.confirm is not None else []
+    if confirmed and confirmed[0].n > 1:
+        s = confirmed[0]
+        notes.append(f"Confirmed over seeds and folds: mean best val_loss {s.mean:.4f} +- {s.std:.4f} (n={s.n}).")
+    notes.append(f"Train all {config.train.epochs} epochs (the schedule it was tuned with); best.pt keeps the best "
+                 "epoch. Its seed, device, threads and precision are the trial's: the same machine gives its curve.")
+    config.write_yaml(out, command, tuple(notes))
     return config
 
 

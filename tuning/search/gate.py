@@ -3,7 +3,8 @@
 Pure logic, no Ray: the sweep's scheduler asks `gate_decision` after every reported epoch.
 Thresholds, all in the loss's own (scaled) units, and all must hold when several are set:
   threshold          val_loss <= threshold
-  ratio_to_baseline  val_loss <= ratio * the persistence baseline (1.0: must beat it)
+  ratio_to_baseline  val_loss <= ratio * the validation loss of `baseline` (1.0: must beat it):
+                     har (default: the strongest), persistence or mean (model/baselines.py)
   ratio_to_e0        val_loss <= ratio * the trial's own epoch-0 loss (0.9: 10% better than
                      initialisation; a trial still at its E0 loss learned nothing)
 A non-finite val_loss stops a trial at any epoch.
@@ -17,6 +18,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
+
+from model.baselines import BASELINES
 
 
 @dataclass(frozen=True)
@@ -25,8 +29,11 @@ class GateConfig:
     threshold: float | None = None
     ratio_to_baseline: float | None = None
     ratio_to_e0: float | None = None
+    baseline: str = "har"  # what ratio_to_baseline compares with
 
     def __post_init__(self) -> None:
+        if self.baseline not in BASELINES:
+            raise ValueError(f"baseline must be one of {', '.join(BASELINES)}, got {self.baseline!r}")
         if not isinstance(self.epoch, int) or isinstance(self.epoch, bool) or self.epoch < 1:
             raise ValueError(f"epoch must be a positive integer, got {self.epoch!r}")
         for name in ("threshold", "ratio_to_baseline", "ratio_to_e0"):
@@ -34,6 +41,10 @@ class GateConfig:
             if value is not None and not (isinstance(value, (int, float)) and not isinstance(value, bool)
                                           and value > 0 and math.isfinite(value)):
                 raise ValueError(f"{name} must be a positive number, got {value!r}")
+
+    def baseline_of(self, result: dict[str, Any]) -> float:
+        """The validation loss of the gate's baseline in an epoch's result (NaN when a result predates it)."""
+        return float(result.get(f"baseline_{self.baseline}", math.nan))
 
     def limit(self, e0_val_loss: float, baseline: float) -> float:
         """The highest val_loss that passes the gate (inf when no threshold is set)."""
@@ -51,7 +62,7 @@ def gate_decision(gate: GateConfig, epoch: int, val_loss: float, e0_val_loss: fl
     """Why the trial must stop after this epoch ("nan" or "gate"), or None to let it go on.
 
     epoch: the epoch just reported; val_loss: its validation loss; e0_val_loss: the
-    trial's loss before training; baseline: the persistence baseline's validation loss.
+    trial's loss before training; baseline: the gate's baseline's validation loss (baseline_of).
     """
     if not math.isfinite(val_loss):
         return "nan"
@@ -66,7 +77,7 @@ STOP_REASONS = ("completed", "asha", "gate", "nan", "error")
 def stop_reason(gate: GateConfig, max_epochs: int, last: dict | None, errored: bool) -> tuple[str, int]:
     """(why the trial ended, the epoch it ended at) from its last reported result.
 
-    last: the trial's last result (epoch, val_loss, e0_val_loss, baseline_persistence), or
+    last: the trial's last result (epoch, val_loss, e0_val_loss, the baseline_* losses), or
     None when it reported nothing; errored: the trial raised. A trial that ended before
     max_epochs without tripping the gate or going non-finite was stopped by ASHA.
     """
@@ -75,7 +86,7 @@ def stop_reason(gate: GateConfig, max_epochs: int, last: dict | None, errored: b
         return "error", epoch
     if not math.isfinite(last["val_loss"]):
         return "nan", epoch
-    if gate_decision(gate, epoch, last["val_loss"], last["e0_val_loss"], last["baseline_persistence"]) == "gate":
+    if gate_decision(gate, epoch, last["val_loss"], last["e0_val_loss"], gate.baseline_of(last)) == "gate":
         return "gate", epoch  # even at max_epochs: a gate at the last epoch failed is not a completed trial
     if epoch >= max_epochs:
         return "completed", epoch

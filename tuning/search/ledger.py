@@ -27,6 +27,11 @@ class TrialRecord:
     baseline_persistence: float
     train_s: float  # seconds inside fit's loop (epochs and E0), summed over the trial's reports
     val_curve: tuple[float, ...] = ()  # val_loss of epochs 0, 1, ... as checkpointed (a diverged epoch is not)
+    baseline_har: float = math.nan  # the yardstick's validation loss (NaN in a ledger from before it)
+    stage: str = "search"  # search | confirm (a finalist trained again: tuning/search/finalists.py)
+    seed: int | None = None  # a confirmation run's train.seed (search trials: the run's own)
+    fold: int = 1  # a confirmation run's walk-forward fold (1: the validation segment)
+    finalist: str | None = None  # the search trial a confirmation run confirms
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> TrialRecord:
@@ -36,7 +41,7 @@ class TrialRecord:
         """The trial's last result as Tune, its scheduler and its searcher read it (for a trial ended again)."""
         return {"epoch": self.stop_epoch, "val_loss": self.val_curve[-1] if self.val_curve else self.best_val_loss,
                 "best_val_loss": self.best_val_loss, "best_epoch": self.best_epoch, "e0_val_loss": self.e0_val_loss,
-                "baseline_persistence": self.baseline_persistence}
+                "baseline_persistence": self.baseline_persistence, "baseline_har": self.baseline_har}
 
 
 class Ledger:
@@ -53,12 +58,13 @@ class Ledger:
 
 
 def leaderboard(records: list[TrialRecord]) -> list[TrialRecord]:
-    """Completed trials first, then by best val_loss (non-finite last)."""
-    return sorted(records, key=lambda r: (r.stop_reason != "completed",
+    """The search trials: completed first, then by best val_loss (non-finite last)."""
+    return sorted((r for r in records if r.stage == "search"), key=lambda r: (r.stop_reason != "completed",
                                           r.best_val_loss if math.isfinite(r.best_val_loss) else math.inf))
 
 
 def best_record(records: list[TrialRecord]) -> TrialRecord | None:
-    """The completed trial with the lowest val_loss (None when no trial completed)."""
-    completed = [r for r in records if r.stop_reason == "completed" and math.isfinite(r.best_val_loss)]
+    """The completed search trial with the lowest val_loss (None when none completed)."""
+    completed = [r for r in records if r.stage == "search" and r.stop_reason == "completed"
+                 and math.isfinite(r.best_val_loss)]
     return min(completed, key=lambda r: r.best_val_loss, default=None)

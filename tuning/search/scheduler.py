@@ -73,6 +73,6 @@ class GatedASHA(AsyncHyperBandScheduler):
 
     def on_trial_result(self, tune_controller: Any, trial: Any, result: dict[str, Any]) -> str:
         if gate_decision(self.gate, result["epoch"], result["val_loss"], result["e0_val_loss"],
-                         result["baseline_persistence"]) is not None:
+                         self.gate.baseline_of(result)) is not None:
             return TrialScheduler.STOP  # the gate's stop, or a non-finite loss: ASHA never sees it
         return super().on_trial_result(tune_controller, trial, result)

@@ -5,10 +5,12 @@ Layout (search_spaces/default.yaml is the reference):
   search:     learning_rate / weight_decay: {low, high, log}; batch_size: {choices: [...]}
   initial:    configurations evaluated first, e.g. the original system's
   scheduler:  ASHA on the epoch: max_epochs, grace_period, reduction_factor
-  gate:       the milestone gate (tuning/search/gate.py): epoch, threshold / ratio_to_baseline / ratio_to_e0
+  gate:       the milestone gate (tuning/search/gate.py): epoch, threshold / ratio_to_baseline (to the
+              validation loss of baseline: har, persistence or mean) / ratio_to_e0
   resources:  workers, cpus_per_worker, gpus_per_trial (a fraction packs trials on a GPU; auto: the memory
               probe packs as many as fit), max_concurrent,
               custom (Ray resources a worker asks for)
+  confirm:    top_k, seeds, folds: the finalists trained again after the search (tuning/search/finalists.py)
   run:        the fixed data / model / train settings every trial shares (TrainingRecipe's sections)
 Every problem is one ConfigError naming the file and the key.
 """
@@ -21,6 +23,7 @@ from typing import Any
 
 from model.settings import Interval, finite_number, require_positive_ints
 from model.train_config import BOUNDS as TRAIN_BOUNDS
+from tuning.search.finalists import ConfirmConfig
 from tuning.search.gate import GateConfig
 from tuning.search.recipe import TrainingRecipe
 from tuning.yaml_io import ConfigError, read_yaml
@@ -28,7 +31,7 @@ from tuning.yaml_io import ConfigError, read_yaml
 SEARCHABLE = {"learning_rate": "lr", "weight_decay": "weight_decay", "batch_size": "batch_size"}  # -> TrainConfig
 RAY_BUILTIN_RESOURCES = ("CPU", "GPU", "memory", "object_store_memory")
 AUTO = "auto"  # gpus_per_trial: the memory probe decides how many trials share a GPU
-TOP_LEVEL = ("name", "trials", "seed", "search", "initial", "scheduler", "gate", "resources", "run")
+TOP_LEVEL = ("name", "trials", "seed", "search", "initial", "scheduler", "gate", "resources", "confirm", "run")
 
 
 @dataclass(frozen=True)
@@ -95,6 +98,7 @@ class SweepSpace:
     gate: GateConfig
     resources: ResourceConfig
     run: TrainingRecipe = field(default_factory=TrainingRecipe)
+    confirm: ConfirmConfig | None = None  # finalists trained again (tuning/search/finalists.py); None: not
 
 
 def valid_name(name: Any) -> bool:
@@ -103,8 +107,17 @@ def valid_name(name: Any) -> bool:
 
 
 def with_params(run: TrainingRecipe, params: dict[str, Any]) -> TrainingRecipe:
-    """One trial's run configuration: the space's fixed settings with its sampled parameters set."""
-    return run.replace("train", **{SEARCHABLE[key]: value for key, value in params.items()})
+    """One trial's run configuration: the space's fixed settings with its sampled parameters set, and for
+    a confirmation run (tuning/search/finalists.py) its seed and walk-forward fold."""
+    run = run.replace("train", **{SEARCHABLE[key]: value for key, value in params.items() if key in SEARCHABLE})
+    if "seed" in params:
+        run = run.replace("train", seed=params["seed"])
+    return run.replace("data", fold=params["fold"]) if "fold" in params else run
+
+
+def searched(params: dict[str, Any]) -> dict[str, Any]:
+    """A trial config's searched parameters alone (a confirmation run's config holds more)."""
+    return {key: value for key, value in params.items() if key in SEARCHABLE}
 
 
 def load_space(path: str | Path) -> SweepSpace:
@@ -133,12 +146,41 @@ def parse_space(values: Any, source: str) -> SweepSpace:
     if isinstance(run_values, dict) and "epochs" in (run_values.get("train") or {}):
         raise ConfigError(f"{source}: run.train.epochs is set by scheduler.max_epochs; remove it from run.train")
     run = TrainingRecipe.from_dict(run_values, source=f"{source}: run").replace("train", epochs=scheduler.max_epochs)
+    run = _pinned(run, resources, source)
     points = top.get("initial") or []
     if not isinstance(points, list):
         raise ConfigError(f"{source}: initial must be a list of configurations, e.g. "
                           "[{learning_rate: 5e-5, weight_decay: 1e-4, batch_size: 512}]")
     initial = tuple(_initial(point, search, source, i) for i, point in enumerate(points))
-    return SweepSpace(name, trials, seed, search, initial, scheduler, gate, resources, run)
+    confirm = _confirm(top.get("confirm"), trials, run.train.seed, source)
+    return SweepSpace(name, trials, seed, search, initial, scheduler, gate, resources, run, confirm)
+
+
+def _confirm(values: Any, trials: int, base_seed: int, source: str) -> ConfirmConfig | None:
+    if values is None:
+        return None
+    confirm = _section(ConfirmConfig, values, source, "confirm")
+    if confirm.top_k > trials:
+        raise ConfigError(f"{source}: confirm.top_k {confirm.top_k} is more than the {trials} trials of the search, "
+                          f"there cannot be that many finalists; lower top_k to at most {trials}")
+    if base_seed in confirm.seeds:
+        raise ConfigError(f"{source}: confirm.seeds holds {base_seed}, the run's own seed (run.train.seed), which "
+                          "every finalist's search trial already used; list only the extra seeds")
+    return confirm
+
+
+def _pinned(run: TrainingRecipe, resources: ResourceConfig, source: str) -> TrainingRecipe:
+    """The run with what decides a trial's numbers written out: the device its resources give it (cpu without
+    a GPU, else cuda) and its torch threads (cpus_per_worker, as Ray sets OMP_NUM_THREADS, unless the run sets
+    them). Seed and precision are the run's own. So a trial's configuration, and best.yaml, reproduce it."""
+    gpu = resources.gpus_per_trial
+    device = "cpu" if gpu == 0 else "cuda"
+    if run.train.device not in ("auto", device):
+        raise ConfigError(f"{source}: run.train.device is {run.train.device} and resources.gpus_per_trial {gpu} gives "
+                          f"each trial {'no GPU' if device == 'cpu' else 'a GPU'}; remove run.train.device or change "
+                          "gpus_per_trial")
+    threads = run.train.threads or max(1, int(resources.cpus_per_worker))
+    return run.replace("train", device=device, threads=threads)
 
 
 def _search(values: Any, source: str) -> dict[str, FloatRange | Choice]:

@@ -6,6 +6,8 @@ The sweep folder, <storage>/<name>/:
   trials.json  every finished trial and why it ended (tuning/search/ledger.py)
   optuna.db    the Optuna study (SQLite), for optuna-dashboard
   tune/        Ray Tune's experiment (its state is synced as a whole, so ours lives beside it)
+  tune-confirm/  the confirmation stage's experiment (tuning/sweep/confirmation.py), after the search
+  test.json    the winner's one look at the test segment (tuning/sweep/one_look.py), once complete
   train/       Ray Train's checkpoints, one folder per trial
   tracking-pending.jsonl  MLflow writes not yet sent (a write-ahead log; sent on resume)
 Every trial is logged to MLflow (tuning/tracking/runs.py) as the sweep runs, by the callback of
@@ -34,13 +36,16 @@ from model.data import Dataset, load_dataset
 from model.training import data_identity
 from tuning.cluster.autoscaler import launchable_nodes
 from tuning.errors import UsageError
+from tuning.search.finalists import winner
 from tuning.search.ledger import Ledger, TrialRecord
 from tuning.search.resources import HEAD_RESOURCE, TRIAL_DRIVER_RESOURCES, TrialPlan, fullest_plan, plan_trials
 from tuning.search.scheduler import GatedASHA
 from tuning.search.searcher import fail_lost_trials, make_searcher
 from tuning.search.space import SweepSpace, parse_space
+from tuning.sweep.confirmation import record_in_study, run_confirmation
 from tuning.sweep.manifest import SweepManifest
 from tuning.sweep.memory_probe import ProbeResult
+from tuning.sweep.one_look import look_at_test_segment
 from tuning.sweep.trainable import TrialSetup, run_trial
 from tuning.sweep.trial_files import SweepCurves, remove_best_snapshots, storage_filesystem
 from tuning.sweep.trial_lifecycle import ACTIVE, SweepCallback, active_key
@@ -101,6 +106,7 @@ class SweepOutcome:
     wall_s: float
     tracking_unsent: int  # MLflow writes saved to the spool because the store did not answer
     complete: bool  # Ray Tune ran every trial to its end (the ledger may hold more: see TrialSetup.finished)
+    test: dict[str, Any] | None = None  # the winner on the test segment (tuning/sweep/one_look.py), once complete
 
     @property
     def interrupted(self) -> bool:
@@ -250,19 +256,44 @@ def send_pending(store: TrackingStore, client: Any, paths: SweepPaths, manifest:
 def run(paths: SweepPaths, space: SweepSpace, data: Dataset, trials: int, plan: TrialPlan,
         tracking: SweepTracking, resume: bool = False) -> SweepOutcome:
     """Run (or continue) the sweep until every trial has ended or it is interrupted; log it all to MLflow."""
-    start, complete = time.perf_counter(), False
+    start, complete, test = time.perf_counter(), False, None
     ACTIVE[active_key(paths.folder / LEDGER)] = tracking
     try:
-        results = _fit(paths, space, data, trials, plan, tracking, resume)
+        setup = _trial_setup(paths, space, data, plan)
+        results = _fit(paths, space, setup, trials, plan, tracking, resume)
         complete = len(results) >= trials and results.num_terminated + results.num_errors == len(results)
         if complete:
             end_lost_trials(paths)
+            complete = run_confirmation(paths.folder / LEDGER, space, setup, plan, data.summary["path"],
+                                        paths.sweep_storage, paths.ray_storage)
+        if complete:
+            _record_finalists(paths, space)
+            test = _one_look(paths, space, data)
     finally:
         records = list(Ledger(paths.folder / LEDGER).records.values())
         _remove_snapshots(paths, records)
-        unsent = close_sweep(tracking, records, interrupted=not complete)
+        unsent = close_sweep(tracking, records, interrupted=not complete, test=test)
         ACTIVE.pop(active_key(paths.folder / LEDGER), None)
-    return SweepOutcome(paths, trials, records, plan, time.perf_counter() - start, unsent, complete)
+    return SweepOutcome(paths, trials, records, plan, time.perf_counter() - start, unsent, complete, test)
+
+
+def _record_finalists(paths: SweepPaths, space: SweepSpace) -> None:
+    try:
+        record_in_study(paths.folder / LEDGER, space, paths.study_url, paths.name)
+    except Exception as exc:  # noqa: BLE001 - the ledger holds them; the study is only behind
+        note(f"optuna: could not record the finalists' confirmed scores ({first_line(exc)})")
+
+
+def _one_look(paths: SweepPaths, space: SweepSpace, data: Dataset) -> dict[str, Any] | None:
+    """The winner scored on the test segment (None: no winner, no test segment, or the look failed)."""
+    chosen = winner(list(Ledger(paths.folder / LEDGER).records.values()), space.confirm)
+    if chosen is None:
+        return None
+    try:
+        return look_at_test_segment(paths.folder, paths.ray_storage, f"{paths.sweep_storage}/train", chosen, data)
+    except Exception as exc:  # noqa: BLE001 - the sweep's results stand without it; say why it is missing
+        note(f"test segment: could not score trial {chosen.trial_id} there ({first_line(exc)})")
+        return None
 
 
 def _remove_snapshots(paths: SweepPaths, records: list[TrialRecord]) -> None:
@@ -280,11 +311,14 @@ def end_lost_trials(paths: SweepPaths) -> None:
         note(f"optuna: could not end the trials a killed driver left running ({first_line(exc)})")
 
 
-def _fit(paths: SweepPaths, space: SweepSpace, data: Dataset, trials: int, plan: TrialPlan,
+def _trial_setup(paths: SweepPaths, space: SweepSpace, data: Dataset, plan: TrialPlan) -> TrialSetup:
+    """What every trial shares, the data put in the object store once."""
+    return TrialSetup(run=space.run.to_dict(), dataset=ray.put(data), plan=plan, storage=f"{paths.sweep_storage}/train",
+                      finished={k: r.final_result() for k, r in Ledger(paths.folder / LEDGER).records.items()})
+
+
+def _fit(paths: SweepPaths, space: SweepSpace, setup: TrialSetup, trials: int, plan: TrialPlan,
          tracking: SweepTracking, resume: bool) -> ray.tune.ResultGrid:
-    setup = TrialSetup(run=space.run.to_dict(), dataset=ray.put(data), plan=plan,
-                       storage=f"{paths.sweep_storage}/train",
-                       finished={k: r.final_result() for k, r in Ledger(paths.folder / LEDGER).records.items()})
     trainable = ray.tune.with_resources(ray.tune.with_parameters(run_trial, setup=setup), TRIAL_DRIVER_RESOURCES)
     if resume:
         if not ray.tune.Tuner.can_restore(paths.experiment):

@@ -49,6 +49,8 @@ class TrialSetup:
     # leaves Ray Tune's last saved state behind the ledger, and `resume` would run them again: they
     # report their recorded end at once instead.
     finished: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # Confirmation runs on walk-forward folds past the first (tuning/sweep/confirmation.py): fold -> its Dataset.
+    fold_datasets: dict[int, ray.ObjectRef] = field(default_factory=dict)
 
 
 def run_trial(params: dict[str, Any], setup: TrialSetup) -> None:
@@ -62,7 +64,8 @@ def run_trial(params: dict[str, Any], setup: TrialSetup) -> None:
         run = run.replace("train", device="cpu")
     trainer = TorchTrainer(
         train_worker,
-        train_loop_config={"run": run.to_dict(), "dataset": setup.dataset, "storage": setup.storage,
+        train_loop_config={"run": run.to_dict(), "dataset": setup.fold_datasets.get(run.data.fold, setup.dataset),
+                           "storage": setup.storage,
                            "trial_id": trial_id},
         scaling_config=ray.train.ScalingConfig(
             num_workers=setup.plan.workers, use_gpu=setup.plan.gpus_per_worker > 0,
@@ -107,8 +110,7 @@ def train_worker(config: dict[str, Any]) -> None:
             ray.train.report({**history[-1], "epoch_s": 0.0})
         if result.status == "nan":  # fit saved nothing from the diverged epoch: say so, the scheduler stops it
             last = result.history[-1] if result.history else {  # E0 itself was non-finite
-                "best_val_loss": math.inf, "e0_val_loss": math.nan, "best_epoch": 0,
-                "baseline_persistence": data.baselines["persistence"]}
+                "best_val_loss": math.inf, "e0_val_loss": math.nan, "best_epoch": 0, **data.baseline_metrics()}
             ray.train.report({**last, "epoch": result.stop_epoch, "train_loss": math.nan, "val_loss": math.nan})
     finally:
         shutil.rmtree(local, ignore_errors=True)

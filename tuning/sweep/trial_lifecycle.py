@@ -18,9 +18,10 @@ import ray.tune
 from ray.tune.experiment import Trial
 
 from tuning.progress import EpochEnded, TrialEnded, TrialStarted, publish
+from tuning.search.finalists import CONFIRM, SEARCH
 from tuning.search.gate import stop_reason
 from tuning.search.ledger import Ledger, TrialRecord
-from tuning.search.space import SweepSpace
+from tuning.search.space import SweepSpace, searched
 from tuning.sweep.trial_files import (
     final_checkpoint,
     prune_best_snapshots,
@@ -47,6 +48,7 @@ class SweepCallback(ray.tune.Callback):
 
     def __init__(self, ledger_path: Path, space: SweepSpace, storage: str) -> None:
         self.ledger_path, self.gate, self.max_epochs = ledger_path, space.gate, space.scheduler.max_epochs
+        self.base_seed = space.run.train.seed  # a search trial's seed (a confirmation run's config names its own)
         self.storage = storage  # where trial checkpoints live (a path or a URI)
         self.train_s: dict[str, float] = {}
         self.checkpoints: dict[str, str] = {}  # trial id -> its latest checkpoint folder
@@ -56,7 +58,7 @@ class SweepCallback(ray.tune.Callback):
         return {k: v for k, v in self.__dict__.items() if k != "fs"}
 
     def __setstate__(self, state: dict[str, Any]) -> None:  # a sweep saved by an older version lacks these
-        self.__dict__.update({"storage": None, "checkpoints": {}, **state, "recorded": None})
+        self.__dict__.update({"storage": None, "checkpoints": {}, "base_seed": 0, **state, "recorded": None})
 
     @cached_property
     def fs(self) -> pyarrow.fs.FileSystem:
@@ -133,12 +135,16 @@ class SweepCallback(ray.tune.Callback):
             checkpoint, history = final_checkpoint(fs, named, train, trial.trial_id, epoch)
             best = stage_best(fs, train, trial.trial_id, best_epoch, checkpoint, staged_best(staging, trial.trial_id))
             remove_best_snapshots(fs, train, trial.trial_id)
+        config = dict(trial.config)
         record = TrialRecord(
-            trial_id=trial.trial_id, params=dict(trial.config), stop_reason=reason, stop_epoch=epoch,
+            trial_id=trial.trial_id, params=searched(config), stop_reason=reason, stop_epoch=epoch,
             best_val_loss=float(last.get("best_val_loss", float("inf"))), best_epoch=best_epoch,
             e0_val_loss=float(last.get("e0_val_loss", float("nan"))),
             baseline_persistence=float(last.get("baseline_persistence", float("nan"))),
-            train_s=self.train_s.get(trial.trial_id, 0.0), val_curve=tuple(m["val_loss"] for m in history))
+            baseline_har=float(last.get("baseline_har", float("nan"))),
+            train_s=self.train_s.get(trial.trial_id, 0.0), val_curve=tuple(m["val_loss"] for m in history),
+            stage=CONFIRM if "finalist" in config else SEARCH, seed=config.get("seed", self.base_seed),
+            fold=config.get("fold", 1), finalist=config.get("finalist"))
         ledger.add(record)
         self.recorded.add(trial.trial_id)
         return TrialEnd(record, history, best, tuple(ledger.records.values()))

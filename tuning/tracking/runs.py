@@ -1,10 +1,13 @@
 """A sweep in MLflow: one experiment per sweep name, a parent run for the sweep, a nested run per trial.
 
     experiment <sweep name>
-      run "<name> sweep"          params: sweep settings, search space, data summary, baselines
-        (mamba_tune.role=sweep)   artifacts: space.yaml, data.json; when it ends: leaderboard.json,
+      run "<name> sweep"          params: sweep settings, search space, data summary, validation
+        (mamba_tune.role=sweep)   baselines (baseline.har, .persistence, .mean)
+                                  artifacts: space.yaml, data.json; when it ends: leaderboard.json,
                                   best.yaml, val_loss_curves.png, val_loss_by_hyperparameter.png
-                                  metrics: best_val_loss and trials_finished, step = trials finished
+                                  metrics: best_val_loss and trials_finished, step = trials finished;
+                                  once complete, the winner's one test look: test_loss,
+                                  test_baseline_har, test_baseline_persistence, test_baseline_mean, n_test
         run "<trial> lr .. wd .."  tag mlflow.parentRunId; params learning_rate, weight_decay,
           (one per trial)          batch_size and the fixed data/model/train settings; metrics
                                    every epoch with step=epoch (0: before training); tags trial_id,
@@ -31,13 +34,15 @@ import yaml
 
 from model.atomic import write_text_atomic
 from tuning.search.best_config import train_command, write_best_config
+from tuning.search.finalists import winner
 from tuning.search.ledger import TrialRecord, best_record, leaderboard
-from tuning.search.space import SEARCHABLE, Choice, SweepSpace, with_params
+from tuning.search.space import SEARCHABLE, Choice, SweepSpace, searched, with_params
 from tuning.tracking.log import SWEEP_KEY, TrackingLog, note
 from tuning.tracking.plots import loss_by_hyperparameter, loss_curve, sweep_curves
 from tuning.tracking.store import EPOCH_METRICS, first_line
 
 RUN_STATUS = {"completed": "FINISHED", "asha": "FINISHED", "gate": "FINISHED", "nan": "FAILED", "error": "FAILED"}
+TEST_METRICS = ("test_loss", "baseline_har", "baseline_persistence", "baseline_mean", "n_test")  # of test.json
 CLOSE_TIMEOUT_S = 60.0  # how long the end of a sweep waits for an unreachable store before spooling
 
 
@@ -61,7 +66,7 @@ def open_sweep(log: TrackingLog, staging: Path, name: str, space_values: dict[st
                settings: dict[str, Any]) -> SweepTracking:
     """Start (or reopen) the sweep's parent run with its settings, space and data."""
     params = {**{f"sweep.{k}": v for k, v in settings.items()}, **_space_params(space),
-              **{f"data.{k}": v for k, v in data_summary.items() if k != "features"},
+              **{f"data.{k}": v for k, v in data_summary.items() if k not in ("features", "har")},
               **{f"baseline.{k}": v for k, v in baselines.items()}}
     note = (f"Sweep **{name}**: {settings['trials']} trials searching {', '.join(space.search)} "
             f"(ASHA to {space.scheduler.max_epochs} epochs, gate at epoch {space.gate.epoch}). "
@@ -76,9 +81,14 @@ def open_sweep(log: TrackingLog, staging: Path, name: str, space_values: dict[st
     return tracking
 
 
-def close_sweep(tracking: SweepTracking, records: list[TrialRecord], interrupted: bool) -> int:
-    """The sweep's summary artifacts; ends its runs (KILLED when interrupted); returns writes left unsent."""
+def close_sweep(tracking: SweepTracking, records: list[TrialRecord], interrupted: bool,
+                test: dict[str, Any] | None = None) -> int:
+    """The sweep's summary artifacts and its one test look's metrics (test_loss, test_baseline_har, ...);
+    ends its runs (KILLED when interrupted); returns writes left unsent."""
     try:
+        if test is not None:
+            tracking.log.log_epoch(SWEEP_KEY, 0, {f"test_{k}" if k.startswith("baseline_") else k: float(test[k])
+                                                  for k in TEST_METRICS})
         _summarise(tracking, records, interrupted)
     except Exception as exc:  # noqa: BLE001 - a failed plot must not hide the sweep's result
         note(f"tracking: could not log the sweep's summary ({first_line(exc)})")
@@ -100,9 +110,9 @@ def _summarise(tracking: SweepTracking, records: list[TrialRecord], interrupted:
         sweep_curves(records, folder / "val_loss_curves.png", title)
         loss_by_hyperparameter(records, folder / "val_loss_by_hyperparameter.png", title)
         files = ["leaderboard.json", "val_loss_curves.png", "val_loss_by_hyperparameter.png"]
-        best = best_record(records)
+        best = winner(records, tracking.space.confirm)
         if best is not None:
-            write_best_config(tracking.space, best, tracking.name, tracking.data_path, folder / "best.yaml")
+            write_best_config(tracking.space, best, tracking.name, tracking.data_path, folder / "best.yaml", records)
             log.set_tags(SWEEP_KEY, {"best_trial_id": best.trial_id})
             files.append("best.yaml")
         for file in files:
@@ -124,13 +134,17 @@ class TrialEnd:
 
 def open_trial(t: SweepTracking, trial_id: str, params: dict[str, Any]) -> None:
     """The trial's nested run: its parameters and the fixed settings of its training."""
-    run = with_params(t.space.run, params).to_dict()
-    fixed = {f"{section}.{k}": v for section, values in run.items() for k, v in values.items()
+    run = with_params(t.space.run, params)
+    fixed = {f"{section}.{k}": v for section, values in run.to_dict().items() for k, v in values.items()
              if not (section == "train" and k in SEARCHABLE.values())}
+    stage = "confirm" if "finalist" in params else "search"  # a confirmation run (tuning/search/finalists.py)
     name = (f"{trial_id} lr {params.get('learning_rate', 0):.2e} wd {params.get('weight_decay', 0):.1e} "
-            f"bs {params.get('batch_size', '-')}")
-    t.log.start_run(trial_id, name, parent=SWEEP_KEY, tags={"trial_id": trial_id, "mamba_tune.role": "trial"},
-                    params={**params, **fixed})
+            f"bs {params.get('batch_size', '-')}") + (f" confirm seed {run.train.seed} fold {run.data.fold}"
+                                                       if stage == "confirm" else "")
+    tags = {"trial_id": trial_id, "mamba_tune.role": "trial", "mamba_tune.stage": stage,
+            "mamba_tune.seed": run.train.seed, "mamba_tune.fold": run.data.fold,
+            **({"mamba_tune.finalist": params["finalist"]} if stage == "confirm" else {})}
+    t.log.start_run(trial_id, name, parent=SWEEP_KEY, tags=tags, params={**searched(params), **fixed})
     t.open_trials.add(trial_id)
 
 
@@ -199,6 +213,8 @@ def _space_params(space: SweepSpace) -> dict[str, Any]:
     params.update({f"scheduler.{k}": v for k, v in space.scheduler.__dict__.items()})
     params.update({f"gate.{k}": v for k, v in space.gate.__dict__.items() if v is not None})
     params.update({f"resources.{k}": v for k, v in space.resources.__dict__.items() if v is not None})
+    if space.confirm is not None:
+        params.update({f"confirm.{k}": v for k, v in space.confirm.__dict__.items()})
     return params
 
 

@@ -33,13 +33,13 @@ def test_cli_train_writes_config_metrics_and_checkpoints(workspace):
     out = workspace / "run"
     done = run_cli("train", "--data", workspace / "bars.parquet", "--config", workspace / "small.yaml", "--out", out)
     assert done.returncode == 0, done.stderr
-    assert sorted(p.name for p in out.iterdir()) == ["best.pt", "config.yaml", "last.pt", "metrics.json"]
+    assert sorted(p.name for p in out.iterdir()) == ["best.pt", "config.yaml", "last.pt", "metrics.json", "test.json"]
     metrics = json.loads((out / "metrics.json").read_text())
     assert [m["epoch"] for m in metrics] == [0, 1, 2]
     saved = TrainingRecipe.from_yaml(out / "config.yaml")
     assert saved == TrainingRecipe.from_dict(SMALL)
     assert (out / "config.yaml").read_text().startswith("# mamba-tune run configuration. Run it with:\n#   mamba-tune train")
-    for label in ("status         completed at epoch 2", "best val loss", "vs baselines   persistence", "overfit ratio"):
+    for label in ("status         completed at epoch 2", "best val loss", "vs baselines   HAR", "overfit ratio"):
         assert label in done.stdout
     assert "epoch   0/2" in done.stdout and "before training (E0)" in done.stdout
 
@@ -77,7 +77,7 @@ def test_cli_train_overrides_apply_and_are_validated(workspace):
         ([], "model: {headdim: 48}\n", "{config}: model: headdim must divide expand*d_model"),
         ([], "data: {window: 5000}\n", "{data}: 1500 bars are too few"),
         (["--resume"], None, "{out} holds no checkpoint (last.pt) to resume"),
-        ([], "model: {backend: mamba_ssm}\n", "backend 'mamba_ssm' cannot run"),
+        ([], "model: {backend: mamba_ssm}\ndata: {window: 32}\n", "backend 'mamba_ssm' cannot run"),
         ([], "train: {eps: .nan}\n", "{config}: train: eps must be a positive number, got nan"),
         ([], "model: {rmsnorm: 'no'}\n", "{config}: model: rmsnorm must be true or false, got 'no'"),
         ([], "data: {columns: {timestamp: 5}}\n", "{config}: data: columns must map bar fields"),

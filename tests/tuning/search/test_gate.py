@@ -48,6 +48,7 @@ def test_gate_stops_a_trial_whose_best_is_still_e0():
         ({"threshold": -1.0}, r"threshold must be a positive number, got -1.0"),
         ({"ratio_to_e0": math.inf}, r"ratio_to_e0 must be a positive number, got inf"),
         ({"ratio_to_baseline": "1"}, r"ratio_to_baseline must be a positive number, got '1'"),
+        ({"baseline": "garch"}, r"baseline must be one of har, persistence, mean, got 'garch'"),
     ],
 )
 def test_gate_config_rejects_invalid_values(values, match):
@@ -55,7 +56,18 @@ def test_gate_config_rejects_invalid_values(values, match):
         GateConfig(**values)
 
 
-LAST = {"epoch": 2, "val_loss": 0.5, "e0_val_loss": 1.0, "baseline_persistence": 0.4}
+@pytest.mark.parametrize(("baseline", "expected"), [("har", "gate"), ("persistence", None), ("mean", None)])
+def test_gate_ratio_to_baseline_reads_the_baseline_it_names(baseline, expected):
+    """HAR is the default yardstick: 0.5 beats persistence (0.6) and the mean (1.2) but not HAR (0.45)."""
+    gate = GateConfig(epoch=15, ratio_to_baseline=1.0, baseline=baseline)
+    result = {"epoch": 15, "val_loss": 0.5, "e0_val_loss": 1.0,
+              "baseline_har": 0.45, "baseline_persistence": 0.6, "baseline_mean": 1.2}
+    assert GateConfig().baseline == "har"
+    assert gate_decision(gate, 15, result["val_loss"], result["e0_val_loss"], gate.baseline_of(result)) == expected
+    assert stop_reason(gate, 20, result, errored=False)[0] == (expected or "asha")
+
+
+LAST = {"epoch": 2, "val_loss": 0.5, "e0_val_loss": 1.0, "baseline_persistence": 0.4, "baseline_har": 0.3}
 
 
 @pytest.mark.parametrize(

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tuning.search.finalists import ConfirmConfig
 from tuning.search.space import Choice, FloatRange, load_space
 from tuning.yaml_io import ConfigError, parse_yaml
 
@@ -20,12 +21,14 @@ def test_space_default_is_the_original_system_workload():
     assert space.initial == ({"learning_rate": 5e-5, "weight_decay": 1e-4, "batch_size": 512},)
     assert (space.scheduler.max_epochs, space.gate.epoch, space.gate.ratio_to_e0) == (50, 15, 0.9)
     assert space.run.train.epochs == 50 and space.run.data.val_fraction == 0.2
+    assert space.run.data.test_fraction == 0.1 and space.confirm == ConfirmConfig(top_k=3, seeds=(1, 2), folds=1)
 
 
 def test_space_smoke_loads_and_is_small():
     space = load_space(ROOT / "search_spaces/smoke.yaml")
     assert space.scheduler.max_epochs <= 6 and space.gate.epoch < space.scheduler.max_epochs
     assert space.run.model.d_model == 32
+    assert space.confirm == ConfirmConfig(top_k=2, seeds=(1,), folds=1)
 
 
 @pytest.mark.parametrize("name", ["default.yaml", "smoke.yaml"])
@@ -88,6 +91,17 @@ def write(tmp_path, change):
         ({"resources.custom": {"GPU": 1}}, r"resources: custom: 'GPU' is not a custom resource name"),
         ({"resources.custom": {"node:__internal_head__": 1}}, r"custom: 'node:__internal_head__' is not a custom"),
         ({"resources.custom": {"a100": 0}}, r"resources: custom: a100 must be a positive number, got 0"),
+        ({"run.train.device": "cuda"}, r"run.train.device is cuda and resources.gpus_per_trial 0 gives each trial no GPU"),
+        ({"run.train.threads": 0}, r"run: train: threads must be a positive integer, got 0"),
+        ({"gate.baseline": "arima"}, r"gate: baseline must be one of har, persistence, mean, got 'arima'"),
+        ({"run.data.test_fraction": 0.9}, r"run: data: val_fraction \+ test_fraction must be at most 0.99"),
+        ({"confirm.top_k": 9}, r"confirm.top_k 9 is more than the 8 trials of the search.*lower top_k to at most 8"),
+        ({"confirm.top_k": 0}, r"confirm: top_k must be a positive integer, got 0"),
+        ({"confirm.seeds": [1, 1]}, r"confirm: seeds must differ from each other, 1 is given twice"),
+        ({"confirm.seeds": [0, 1]}, r"confirm.seeds holds 0, the run's own seed \(run.train.seed\).*extra seeds"),
+        ({"confirm.seeds": "1, 2"}, r"confirm: seeds must be a list of integers, got '1, 2'"),
+        ({"confirm.folds": 0}, r"confirm: folds must be a positive integer, got 0"),
+        ({"confirm.rounds": 2}, r"unknown key 'rounds' in confirm; allowed: top_k, seeds, folds"),
     ],
 )
 def test_space_rejects_each_problem_with_one_clear_error(tmp_path, change, match):
@@ -95,6 +109,22 @@ def test_space_rejects_each_problem_with_one_clear_error(tmp_path, change, match
     with pytest.raises(ConfigError, match=match) as caught:
         load_space(path)
     assert str(caught.value).startswith(str(path)) and "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("change", "pinned"),
+    [
+        ({}, {"device": "cpu", "threads": 1}),
+        ({"resources.cpus_per_worker": 2.5}, {"device": "cpu", "threads": 2}),  # Ray's OMP_NUM_THREADS: whole CPUs
+        ({"resources.gpus_per_trial": 0.5}, {"device": "cuda", "threads": 1}),
+        ({"resources.gpus_per_trial": "auto"}, {"device": "cuda", "threads": 1}),
+        ({"run.train.threads": 4}, {"device": "cpu", "threads": 4}),
+    ],
+)
+def test_space_pins_what_decides_a_trials_numbers(tmp_path, change, pinned):
+    train = load_space(write(tmp_path, change)).run.train
+    assert {"device": train.device, "threads": train.threads} == pinned
+    assert (train.seed, train.precision) == (0, "fp32")
 
 
 def test_space_weight_decay_choices_may_include_zero(tmp_path):

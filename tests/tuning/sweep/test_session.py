@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 
+import mlflow
 import optuna
 import pytest
 import torch
@@ -22,7 +23,7 @@ pytestmark = pytest.mark.integration
 def test_sweep_stops_trials_by_asha_and_gate_and_its_best_trains_again(bars, finished_sweep, tmp_path):
     _, storage, _, done = finished_sweep
     assert f"study:   sqlite:///{storage / 't' / 'optuna.db'}" in done.stdout
-    records = ledger(storage / "t")
+    records = {k: r for k, r in ledger(storage / "t").items() if r["stage"] == "search"}
     reasons = sorted(r["stop_reason"] for r in records.values())
     assert len(records) == 5 and "gate" in reasons and "asha" in reasons and "completed" in reasons, reasons
     gated = next(r for r in records.values() if r["stop_reason"] == "gate")
@@ -37,20 +38,80 @@ def test_sweep_stops_trials_by_asha_and_gate_and_its_best_trains_again(bars, fin
     exported = run_cli("best", "t", "--storage", storage, "--out", tmp_path / "best.yaml")
     assert exported.returncode == 0, exported.stderr
     best = min((r for r in records.values() if r["stop_reason"] == "completed"), key=lambda r: r["best_val_loss"])
+    # The sweep's one look at the test segment: the winner's best.pt, printed by the sweep and by `best`.
+    look = json.loads((storage / "t" / "test.json").read_text())
+    assert (look["trial_id"], look["best_epoch"], look["n_test"]) == (best["trial_id"], best["best_epoch"], 131)
+    line = f"test: test loss {look['test_loss']:.4f} on 131 test samples (trial {best['trial_id']}, best.pt of epoch"
+    assert line in done.stdout and line in exported.stdout
     config = yaml.safe_load((tmp_path / "best.yaml").read_text())
     assert config["train"]["lr"] == best["params"]["learning_rate"] and config["train"]["epochs"] == 4
     assert config["model"]["d_model"] == 16 and config["data"]["window"] == 16
+    # What decides the numbers is pinned: the trial ran on 1 CPU thread (cpus_per_worker 1), on the CPU, seed 0.
+    assert {k: config["train"][k] for k in ("threads", "device", "seed", "precision")} == {
+        "threads": 1, "device": "cpu", "seed": 0, "precision": "fp32"}
 
+    # On this machine every core is free, and still the trial's whole curve comes back, each epoch to 1e-6.
     trained = run_cli("train", "--data", bars, "--config", tmp_path / "best.yaml", "--out", tmp_path / "prod")
     assert trained.returncode == 0, trained.stderr
-    again = min(m["val_loss"] for m in json.loads((tmp_path / "prod" / "metrics.json").read_text()))
-    torch.testing.assert_close(again, best["best_val_loss"], rtol=1e-3, atol=0)  # the trial, reproduced
+    curve = [m["val_loss"] for m in json.loads((tmp_path / "prod" / "metrics.json").read_text())]
+    torch.testing.assert_close(torch.tensor(curve, dtype=torch.float64),
+                               torch.tensor(best["val_curve"], dtype=torch.float64), rtol=1e-6, atol=0)
+    test = json.loads((tmp_path / "prod" / "test.json").read_text())  # the one look at the test segment
+    assert set(test) == {"test_loss", "baseline_har", "baseline_persistence", "baseline_mean", "n_test"}
+    assert f"test loss {test['test_loss']:.4f} on {test['n_test']} test samples (best.pt, epoch" in trained.stdout
+
+
+def test_sweep_confirms_its_finalist_over_seeds_and_folds(finished_sweep, tmp_path):
+    """confirm: {top_k: 1, seeds: [1], folds: 2}: the best search trial again on (seed 0, fold 2), (1, 1), (1, 2)."""
+    _, storage, uri, done = finished_sweep
+    records = ledger(storage / "t")
+    search = [r for r in records.values() if r["stage"] == "search"]
+    finalist = min((r for r in search if r["stop_reason"] == "completed"), key=lambda r: r["best_val_loss"])
+    runs = sorted((r for r in records.values() if r["stage"] == "confirm"), key=lambda r: (r["seed"], r["fold"]))
+    assert [(r["seed"], r["fold"], r["finalist"]) for r in runs] == [
+        (0, 2, finalist["trial_id"]), (1, 1, finalist["trial_id"]), (1, 2, finalist["trial_id"])]
+    assert all(r["params"] == finalist["params"] and (r["stop_reason"], r["stop_epoch"]) == ("completed", 4)
+               for r in runs)  # no scheduler, no gate: each to its last epoch
+    curves = {(r["seed"], r["fold"]): r["val_curve"] for r in [finalist, *runs]}
+    assert curves[(0, 1)][0] != curves[(1, 1)][0]  # another seed: another initialisation, the same samples
+    assert curves[(0, 1)][0] != curves[(0, 2)][0]  # another fold: other validation samples
+
+    losses = [finalist["best_val_loss"]] + [r["best_val_loss"] for r in runs]
+    mean = sum(losses) / 4
+    assert f"val {mean:.4f} +- " in done.stdout and "(n=4)" in done.stdout
+    assert "finalists (confirm: top 1, seeds 0, 1, 2 fold(s)):" in done.stdout
+    assert f"best: trial {finalist['trial_id']} (the confirmed winner)" in done.stdout
+    study = optuna.load_study(study_name="t", storage=f"sqlite:///{storage / 't' / 'optuna.db'}")
+    assert len(study.trials) == 5  # confirmation runs are not Optuna samples
+    score = study.user_attrs[f"finalist.{finalist['trial_id']}"]
+    assert score["n"] == 4 and sorted(r["trial_id"] for r in score["runs"]) == sorted(r["trial_id"] for r in runs)
+    torch.testing.assert_close(score["mean"], mean, rtol=1e-12, atol=0)
+
+    client = mlflow.MlflowClient(uri)
+    experiment = client.get_experiment_by_name("t").experiment_id
+    for record in [finalist, *runs]:
+        (run,) = client.search_runs([experiment], f"tags.trial_id = '{record['trial_id']}'")
+        tags = run.data.tags
+        assert (tags["mamba_tune.stage"], tags["mamba_tune.seed"], tags["mamba_tune.fold"]) == (
+            record["stage"], str(record["seed"]), str(record["fold"]))
+        assert run.data.params["train.seed"] == str(record["seed"]) and run.data.params["data.fold"] == str(
+            record["fold"])
+
+    exported = run_cli("best", "t", "--storage", storage, "--out", tmp_path / "best.yaml")
+    assert exported.returncode == 0 and "(n=4)" in exported.stdout, exported.stderr
+    assert f"Confirmed over seeds and folds: mean best val_loss {mean:.4f}" in (tmp_path / "best.yaml").read_text()
 
 
 def test_sweep_logs_every_trial_to_mlflow_as_a_nested_run(finished_sweep, tmp_path):
     _, storage, uri, done = finished_sweep
     assert f"mlflow:  experiment t in {uri}" in done.stdout
     assert_sweep_logged(uri, "t", ledger(storage / "t"), tmp_path)
+    look = json.loads((storage / "t" / "test.json").read_text())
+    (parent,) = mlflow.MlflowClient(uri).search_runs(
+        [mlflow.MlflowClient(uri).get_experiment_by_name("t").experiment_id], "tags.`mamba_tune.role` = 'sweep'")
+    assert {k: v for k, v in parent.data.metrics.items() if "test" in k} == {
+        "test_loss": look["test_loss"], "test_baseline_har": look["baseline_har"], "n_test": look["n_test"],
+        "test_baseline_persistence": look["baseline_persistence"], "test_baseline_mean": look["baseline_mean"]}
     assert not (storage / "t" / "tracking").exists() and not (storage / "t" / "tracking-pending.jsonl").exists()
     assert not list((storage / "t" / "train").glob("*/best"))  # each trial's best.pt snapshots, staged and removed
 

@@ -1,0 +1,75 @@
+"""Finalists confirmed (tuning/search/finalists.py): who they are, the runs they need, their scores, the winner."""
+
+from __future__ import annotations
+
+import math
+import statistics
+
+import pytest
+
+from tuning.search.finalists import ConfirmConfig, finalist_scores, finalists, pending_runs, winner
+from tuning.search.ledger import TrialRecord
+
+
+def record(trial_id, loss, reason="completed", stage="search", seed=0, fold=1, finalist=None, lr=1e-3):
+    return TrialRecord(trial_id=trial_id, params={"learning_rate": lr}, stop_reason=reason, stop_epoch=4,
+                       best_val_loss=loss, best_epoch=4, e0_val_loss=1.0, baseline_persistence=1.0, train_s=1.0,
+                       stage=stage, seed=seed, fold=fold, finalist=finalist)
+
+
+SEARCH = [record("a", 0.50, lr=1e-3), record("b", 0.40, lr=2e-3), record("c", 0.45, lr=3e-3),
+          record("d", 0.10, reason="asha"), record("e", math.inf, reason="nan")]
+
+
+def test_finalists_are_the_best_completed_search_trials():
+    assert [r.trial_id for r in finalists(SEARCH, 2)] == ["b", "c"]
+    assert [r.trial_id for r in finalists(SEARCH, 5)] == ["b", "c", "a"]  # fewer completed than top_k: all of them
+
+
+def test_pending_runs_cover_every_seed_and_fold_but_the_search_trials_own():
+    runs = pending_runs(SEARCH, ConfirmConfig(top_k=1, seeds=(7,), folds=2), base_seed=0)
+    assert [(r.finalist, r.seed, r.fold) for r in runs] == [("b", 0, 2), ("b", 7, 1), ("b", 7, 2)]
+    assert runs[0].config() == {"learning_rate": 2e-3, "seed": 0, "fold": 2, "finalist": "b"}
+    assert ConfirmConfig(top_k=1, seeds=(7,), folds=2).runs_per_finalist == 3
+    done = SEARCH + [record("x", 0.4, stage="confirm", seed=0, fold=2, finalist="b")]
+    assert [(r.seed, r.fold) for r in pending_runs(done, ConfirmConfig(1, (7,), 2), 0)] == [(7, 1), (7, 2)]
+
+
+def test_the_winner_has_the_lowest_mean_not_the_lowest_single_loss():
+    confirm = ConfirmConfig(top_k=2, seeds=(1, 2))
+    runs = [record("b1", 0.60, stage="confirm", seed=1, finalist="b"),
+            record("b2", 0.62, stage="confirm", seed=2, finalist="b"),
+            record("c1", 0.46, stage="confirm", seed=1, finalist="c"),
+            record("c2", 0.44, stage="confirm", seed=2, finalist="c")]
+    scores = finalist_scores(SEARCH + runs, confirm)
+    assert [(s.record.trial_id, s.n) for s in scores] == [("c", 3), ("b", 3)]
+    assert scores[0].mean == pytest.approx(0.45) and scores[0].std == pytest.approx(statistics.stdev([0.45, 0.46, 0.44]))
+    assert winner(SEARCH + runs, confirm).trial_id == "c"  # b had the best single loss, 0.40
+    assert winner(SEARCH, confirm).trial_id == "b"  # nothing confirmed yet: the search's best
+    assert winner(SEARCH + runs, None).trial_id == "b"
+
+
+def test_a_finalist_whose_run_diverged_scores_inf():
+    runs = [record("b1", math.inf, reason="nan", stage="confirm", seed=1, finalist="b")]
+    (score,) = finalist_scores(SEARCH + runs, ConfirmConfig(top_k=1, seeds=(1,)))
+    assert math.isinf(score.mean) and math.isinf(score.std)
+
+
+@pytest.mark.parametrize(
+    ("values", "match"),
+    [
+        ({"top_k": 0}, r"top_k must be a positive integer, got 0"),
+        ({"folds": 1.5}, r"folds must be a positive integer, got 1.5"),
+        ({"seeds": [1, True]}, r"seeds must be a list of integers, got \[1, True\]"),
+        ({"seeds": [3, 4, 3]}, r"seeds must differ from each other, 3 is given twice; list each seed once"),
+    ],
+)
+def test_confirm_config_rejects_each_bad_value(values, match):
+    with pytest.raises(ValueError, match=match):
+        ConfirmConfig(**values)
+
+
+def test_a_ledger_from_before_confirmation_reads_as_search_trials():
+    old = {k: v for k, v in record("a", 0.5).__dict__.items() if k not in ("stage", "seed", "fold", "finalist")}
+    read = TrialRecord.from_dict(old)
+    assert (read.stage, read.fold, read.finalist) == ("search", 1, None)
