@@ -212,8 +212,8 @@ def _print_finalists(records: list[TrialRecord], space: Any) -> None:
     scores = finalist_scores(records, space.confirm) if space.confirm is not None else []
     if not scores:
         return
-    print(f"\nfinalists (confirm: top {space.confirm.top_k}, seeds {space.run.train.seed}"
-          f"{''.join(f', {s}' for s in space.confirm.seeds)}, {space.confirm.folds} fold(s)):")
+    seeds = ", ".join(str(s) for s in (space.run.train.seed, *space.confirm.seeds))
+    print(f"\nfinalists (confirm: top {space.confirm.top_k}; seeds {seeds}; {space.confirm.folds} fold(s)):")
     for rank, s in enumerate(scores, start=1):
         p = s.record.params
         print(f"{rank:<3}{_short(s.record.trial_id):<14}lr {p.get('learning_rate', math.nan):.2e}  "

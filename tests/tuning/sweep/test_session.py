@@ -29,6 +29,7 @@ def test_sweep_stops_trials_by_asha_and_gate_and_its_best_trains_again(bars, fin
     gated = next(r for r in records.values() if r["stop_reason"] == "gate")
     assert (gated["params"]["learning_rate"], gated["stop_epoch"]) == (1e-7, 2)
     assert "rank trial" in done.stdout and "completed@4" in done.stdout  # the leaderboard
+    assert "vs E0  vs HAR vs pers." in done.stdout and "baselines (validation MSE, scaled): HAR " in done.stdout
 
     study = optuna.load_study(study_name="t", storage=f"sqlite:///{storage / 't' / 'optuna.db'}")
     states = {t.user_attrs["ray_trial_id"]: t.state for t in study.trials}
@@ -79,7 +80,7 @@ def test_sweep_confirms_its_finalist_over_seeds_and_folds(finished_sweep, tmp_pa
     losses = [finalist["best_val_loss"]] + [r["best_val_loss"] for r in runs]
     mean = sum(losses) / 4
     assert f"val {mean:.4f} +- " in done.stdout and "(n=4)" in done.stdout
-    assert "finalists (confirm: top 1, seeds 0, 1, 2 fold(s)):" in done.stdout
+    assert "finalists (confirm: top 1; seeds 0, 1; 2 fold(s)):" in done.stdout
     assert f"best: trial {finalist['trial_id']} (the confirmed winner)" in done.stdout
     study = optuna.load_study(study_name="t", storage=f"sqlite:///{storage / 't' / 'optuna.db'}")
     assert len(study.trials) == 5  # confirmation runs are not Optuna samples
