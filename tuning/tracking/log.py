@@ -59,10 +59,11 @@ class TrackingLog:
         self.thread.start()
 
     # -- what the sweep asks for (returns at once) ------------------------------------------
-    def start_run(self, key: str, name: str, parent: str | None = None, tags: dict[str, str] | None = None,
+    def start_run(self, key: str, name: str, parent: str | None = None, tags: dict[str, Any] | None = None,
                   params: dict[str, Any] | None = None) -> None:
         """Find the run of `key` (reopened as RUNNING) or create it, nested under `parent`'s run."""
-        self._put(StartRun(key, name, parent, dict(tags or {}), {k: str(v) for k, v in (params or {}).items()}))
+        self._put(StartRun(key, name, parent, {k: str(v) for k, v in (tags or {}).items()},
+                           {k: str(v) for k, v in (params or {}).items()}))
 
     def log_epoch(self, key: str, step: int, metrics: dict[str, float], timestamp_ms: int | None = None) -> None:
         """Metrics at step `step` (the epoch); a step the run already holds is not logged again."""
