@@ -21,14 +21,17 @@ _START_NS = 1_704_067_200 * 10**9  # 2024-01-01 00:00 UTC, a Monday
 
 
 def synth_bars(n_bars: int = 21_600, seed: int = 0, price: float = 5000.0,
-               bars_per_day: int = BARS_PER_DAY) -> pa.Table:
-    """A table of n_bars bars: timestamp (ns, UTC), open, high, low, close, volume."""
+               bars_per_day: int = BARS_PER_DAY, start_ns: int = _START_NS) -> pa.Table:
+    """A table of n_bars bars: timestamp (ns, UTC), open, high, low, close, volume; the first session on the
+    Monday `start_ns` (midnight UTC; default 2024-01-01)."""
     if n_bars < 1:
         raise ValueError(f"n_bars must be at least 1, got {n_bars}")
+    if start_ns % _DAY_NS or (start_ns // _DAY_NS + 3) % 7:  # 1970-01-01 was a Thursday
+        raise ValueError("the bars start on a Monday at midnight UTC")
     if not 1 <= bars_per_day <= 288:
         raise ValueError(f"bars_per_day must be between 1 and 288 (24 hours of 5-minute bars), got {bars_per_day}")
     last_day = (n_bars - 1) // bars_per_day
-    if _START_NS + (last_day // 5 * 7 + 6) * _DAY_NS > np.iinfo(np.int64).max:
+    if start_ns + (last_day // 5 * 7 + 6) * _DAY_NS > np.iinfo(np.int64).max:
         raise ValueError(f"{n_bars:,} bars at {bars_per_day} a day run past 2262, the end of nanosecond "
                          "timestamps; use more bars per day (e.g. 276, ES's 23-hour session)")
     rng = np.random.default_rng(seed)
@@ -53,7 +56,7 @@ def synth_bars(n_bars: int = 21_600, seed: int = 0, price: float = 5000.0,
 
     volume = np.round(900 * profile**1.5 * np.exp(0.35 * rng.standard_normal(n_bars)) * (1 + 2 * np.abs(shocks)))
     return pa.table({
-        "timestamp": pa.array(_timestamps(n_bars, bars_per_day), type=pa.timestamp("ns", tz="UTC")),
+        "timestamp": pa.array(_timestamps(n_bars, bars_per_day, start_ns), type=pa.timestamp("ns", tz="UTC")),
         "open": open_, "high": high, "low": low, "close": close, "volume": volume.astype(np.int64),
     })
 
@@ -81,9 +84,15 @@ def _to_tick(prices: np.ndarray) -> np.ndarray:
     return np.maximum(np.round(prices / TICK) * TICK, TICK)
 
 
-def _timestamps(n_bars: int, bars_per_day: int) -> np.ndarray:
-    """Session bars on weekdays from 2024-01-01: int64 ns."""
+def next_monday(after_ns: int) -> int:
+    """Midnight UTC of the first Monday after `after_ns` (int64 ns): where bars that follow others start."""
+    day = after_ns // _DAY_NS + 1
+    return int((day + (4 - day) % 7) * _DAY_NS)  # day 4 of the epoch (1970-01-05) was a Monday
+
+
+def _timestamps(n_bars: int, bars_per_day: int, start_ns: int) -> np.ndarray:
+    """Session bars on weekdays from the Monday `start_ns`: int64 ns."""
     day, slot = np.divmod(np.arange(n_bars), bars_per_day)
     week, weekday = np.divmod(day, 5)
     calendar_day = week * 7 + weekday
-    return _START_NS + calendar_day * _DAY_NS + SESSION_OPEN_NS + slot * BAR_NS
+    return start_ns + calendar_day * _DAY_NS + SESSION_OPEN_NS + slot * BAR_NS

@@ -11,6 +11,8 @@ TUNE_DIR = "tune"  # Ray Tune's experiment, beside our files
 TRACKING_STAGING = "tracking"  # files on their way to MLflow, removed once sent
 TRACKING_SPOOL = "tracking-pending.jsonl"  # MLflow writes not yet sent, replayed by `resume`
 TEST_LOOK = "test.json"  # the winner scored on the test segment, once (tuning/sweep/one_look.py)
+DRIVER = "driver.json"  # the process driving the sweep now (tuning/sweep/driver_mark.py)
+RAY_LOG = "ray.log"  # Ray's own messages, kept out of the progress lines (tuning/cli/ray_output.py)
 
 
 def is_uri(storage: str) -> bool:

@@ -31,18 +31,27 @@ def decisions(records: dict[str, dict], points: list[dict]) -> list[tuple[str, i
     return [by_params[json.dumps(p, sort_keys=True)] for p in points]
 
 
+def state_listed(storage) -> str:
+    """The state `mamba-tune list` gives sweep t."""
+    done = run_cli("list", "--storage", storage)
+    assert done.returncode == 0, done.stderr
+    row = next(line for line in done.stdout.splitlines() if line.startswith("t "))
+    return row[21:45].strip()
+
+
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGKILL], ids=["SIGINT", "SIGKILL"])
 def test_a_sweep_whose_driver_is_stopped_mid_sweep_is_finished_by_resume(stop, bars, tmp_path, mlflow_server,
                                                                          finished_sweep):
-    # Ctrl-C: the space of the session's sweep (tests/conftest.py), one trial at a time, so ASHA's decisions can
-    # be compared with that uninterrupted run's. Killed: 4 trials, 2 at once.
-    trials = SPACE["trials"] if stop == signal.SIGINT else 4
-    space = (write_space(tmp_path, resources={"max_concurrent": 1}) if stop == signal.SIGINT
-             else write_space(tmp_path, trials=4, initial=SPACE["initial"][:1]))
+    # Ctrl-C: the space of the session's sweep (tests/conftest.py) up to its initial points, one trial at a time,
+    # so ASHA's decisions can be compared with that uninterrupted run's. Killed: 3 trials, 2 at once.
+    trials = len(SPACE["initial"])
+    space = (write_space(tmp_path, trials=trials, resources={"max_concurrent": 1}) if stop == signal.SIGINT
+             else write_space(tmp_path, trials=trials, initial=SPACE["initial"][:1]))
     storage = tmp_path / "sweeps"
     process = start_after_first_trial("--data", bars, "--space", space, "--storage", storage,
                                       "--tracking-uri", mlflow_server.url)
     ray_processes = process_tree(process.pid)[1:]  # the local Ray the driver started
+    assert state_listed(storage) == f"running (pid {process.pid})"
     process.send_signal(stop)
     _, stderr = process.communicate(timeout=300)
     assert not wait_gone(ray_processes, timeout_s=120)  # they end with their driver, even a killed one
@@ -53,6 +62,7 @@ def test_a_sweep_whose_driver_is_stopped_mid_sweep_is_finished_by_resume(stop, b
         assert process.returncode == -signal.SIGKILL
     before = ledger(storage / "t")
     assert 1 <= len(before) < trials
+    assert state_listed(storage) == "interrupted"  # a killed driver's driver.json names a process that is gone
     checkpoints = {k: sorted(p.name for p in (storage / "t" / "train" / k).glob("checkpoint_*")) for k in before}
 
     resumed = run_cli("resume", "t", "--storage", storage)  # logs to the sweep's own server (sweep.json)
@@ -75,4 +85,5 @@ def test_a_sweep_whose_driver_is_stopped_mid_sweep_is_finished_by_resume(stop, b
 
     again = run_cli("resume", "t", "--storage", storage)
     assert again.returncode == 0 and "nothing to resume" in again.stdout
+    assert state_listed(storage) == "finished"
     assert_sweep_logged(mlflow_server.url, "t", after, tmp_path, lost_allowed=stop == signal.SIGKILL)  # each once

@@ -13,6 +13,7 @@ from tuning.tracking.store import EPOCH_METRICS
 TRIAL_ARTIFACTS = {"checkpoint/best.pt", "config.yaml", "loss_curve.png"}
 SWEEP_ARTIFACTS = {"space.yaml", "data.json", "leaderboard.json", "val_loss_curves.png",
                    "val_loss_by_hyperparameter.png", "best.yaml"}
+IMPORTANCES = {"param_importances.json", "param_importances.png"}  # where 2+ trials completed or were pruned
 
 
 def artifact_files(client: MlflowClient, run_id: str, path: str | None = None) -> set[str]:
@@ -35,7 +36,8 @@ def assert_sweep_logged(uri: str, name: str, records: dict[str, dict], tmp_path,
     assert len(parents) == 1, [r.info.run_name for r in parents]
     parent = parents[0]
     assert parent.info.status == "FINISHED"
-    assert artifact_files(client, parent.info.run_id) == SWEEP_ARTIFACTS
+    files = artifact_files(client, parent.info.run_id)
+    assert files - IMPORTANCES == SWEEP_ARTIFACTS and files & IMPORTANCES in (set(), IMPORTANCES), files
     assert {"sweep.trials", "search.learning_rate", "gate.epoch", "data.n_bars", "baseline.persistence",
             "baseline.har"} <= set(
         parent.data.params)
@@ -44,6 +46,11 @@ def assert_sweep_logged(uri: str, name: str, records: dict[str, dict], tmp_path,
     lost = [r for r in runs if r.data.tags.get("stop_reason") == "lost"]  # started by a driver killed outright
     assert all(r.info.status == "KILLED" for r in lost) and (lost_allowed or not lost)
     assert sorted(trials) == sorted(records) and len(runs) == len(records) + 1 + len(lost)  # no duplicates
+    # Lineage: the sweep and each trial name the bars they trained on, once each, the same file.
+    inputs = {r.info.run_id: [(i.dataset.name, i.dataset.digest, {t.key: t.value for t in i.tags}.get(
+        "mlflow.data.context")) for i in r.inputs.dataset_inputs] for r in [parent, *trials.values()]}
+    assert all(len(found) == 1 for found in inputs.values()) and len({f[0] for f in inputs.values()}) == 1, inputs
+    assert inputs[parent.info.run_id][0][2] == "training"
 
     for trial_id, record in records.items():
         run = trials[trial_id]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -11,29 +12,52 @@ import pyarrow.parquet as pq
 
 from model.atomic import atomic_path
 from model.bars import Bars, read_bars
-from model.synth import synth_bars
+from model.data import DataConfig, require_enough_bars
+from model.synth import next_monday, synth_bars
+from tuning.cli.help import subcommand
 from tuning.errors import UsageError
 
 _NS = 10**9
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
-    data = commands.add_parser("data", help="make or check Parquet files of bars")
-    sub = data.add_subparsers(dest="data_command", required=True, parser_class=type(data))
-    synth = sub.add_parser("synth", help="synthetic ES-like 5-minute futures bars")
+    data = subcommand(commands, "data", "make or check Parquet files of bars",
+                       ("mamba-tune data synth --out runs/bars.parquet",
+                        "mamba-tune data sp500 --out runs/sp500.parquet", "mamba-tune data check runs/bars.parquet"),
+                       "Make Parquet files of OHLCV bars (synthetic, or the real S&P 500 daily bars the arch "
+                       "package ships) or check a file of your own: each is read and validated as a sweep reads it.")
+    sub = data.add_subparsers(dest="data_command", required=True, parser_class=type(data), metavar="SUBCOMMAND")
+    synth = subcommand(sub, "synth", "write synthetic ES-like 5-minute futures bars",
+                        ("mamba-tune data synth --out runs/bars.parquet",
+                         "mamba-tune data synth --out runs/es.parquet --bars 63480 --bars-per-day 276 --seed 3",
+                         "mamba-tune data synth --out runs/new.parquet --bars 800 --seed 1 --after runs/bars.parquet"),
+                        "Write synthetic ES-like 5-minute futures bars: intraday volatility and volume patterns, "
+                        "volatility clustering and jumps; the same seed gives the same file.")
     synth.add_argument("--out", required=True, type=Path, help="Parquet file to write")
     synth.add_argument("--bars", type=int, default=21_600, help="number of bars (default 21600: 180 days)")
     synth.add_argument("--seed", type=int, default=0, help="random seed; the same seed gives the same file")
     synth.add_argument("--bars-per-day", type=int, default=120,
                        help="bars per session (default 120: 10 hours of 5-minute bars; 276 for ES's 23 hours)")
+    synth.add_argument("--after", type=Path, metavar="BARS",
+                       help="start on the Monday after the last bar of this file (new bars for `mamba-tune promote`)")
     synth.add_argument("--force", action="store_true", help="overwrite --out if it exists")
     synth.set_defaults(run=cmd_synth)
-    sp500 = sub.add_parser("sp500", help="real S&P 500 daily bars 1999-2018, as shipped by the arch package")
+    sp500 = subcommand(sub, "sp500", "write the real S&P 500 daily bars 1999-2018 the arch package ships",
+                        ("mamba-tune data sp500 --out runs/sp500.parquet",))
     sp500.add_argument("--out", required=True, type=Path, help="Parquet file to write")
     sp500.add_argument("--force", action="store_true", help="overwrite --out if it exists")
     sp500.set_defaults(run=cmd_sp500)
-    check = sub.add_parser("check", help="validate a file of bars and summarise it")
-    check.add_argument("path", type=Path)
+    check = subcommand(sub, "check", "validate a file of bars and summarise it",
+                        ("mamba-tune data check runs/bars.parquet",
+                         "mamba-tune data check ticks.parquet --column timestamp=ts_event --column volume=size"),
+                        "Validate a Parquet file of bars as a sweep reads it (columns, types, order, prices, "
+                        "enough bars to train on) and summarise it; exit 2 with one line naming the first problem.")
+    check.add_argument("path", type=Path, help="the Parquet file of bars")
+    settings = check.add_mutually_exclusive_group()
+    settings.add_argument("--config", type=Path, help="check the bars are enough for this run configuration's data "
+                          "settings (default: the default settings)")
+    settings.add_argument("--space", type=Path, help="check the bars are enough for this search space's data "
+                          "settings and its walk-forward folds")
     check.add_argument("--column", action="append", default=[], metavar="FIELD=NAME",
                        help="map a bar field to the file's column, e.g. --column timestamp=ts_event")
     check.set_defaults(run=cmd_check)
@@ -41,12 +65,15 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
 
 def cmd_synth(args: argparse.Namespace) -> int:
     _refuse_overwrite(args.out, args.force)
+    start = next_monday(int(read_bars(args.after).timestamp[-1])) if args.after else None
     try:
-        table = synth_bars(args.bars, seed=args.seed, bars_per_day=args.bars_per_day)
+        table = synth_bars(args.bars, seed=args.seed, bars_per_day=args.bars_per_day,
+                           **({"start_ns": start} if start is not None else {}))
     except ValueError as exc:
         raise UsageError(f"--bars/--bars-per-day: {exc}") from None
     _write_parquet(table, args.out)
-    print(f"wrote {table.num_rows:,} synthetic bars (seed {args.seed}) to {args.out}")
+    after = f", after the bars of {args.after}" if args.after else ""
+    print(f"wrote {table.num_rows:,} synthetic bars (seed {args.seed}{after}) to {args.out}")
     return 0
 
 
@@ -70,9 +97,29 @@ def cmd_sp500(args: argparse.Namespace) -> int:
 
 def cmd_check(args: argparse.Namespace) -> int:
     bars = read_bars(args.path, parse_columns(args.column))
+    settings, source = _data_settings(args)
+    require_enough_bars(args.path, len(bars), settings)  # one training sample and the minimum validation/test ones
     for label, value in summarise(bars).items():
         print(f"{label:<13} {value}")
+    print(f"{'enough for':<13} {source}: window {settings.window}, horizon {settings.horizon}, val_fraction "
+          f"{settings.val_fraction}, test_fraction {settings.test_fraction}"
+          + (f", {settings.fold} walk-forward folds" if settings.fold > 1 else ""))
     return 0
+
+
+def _data_settings(args: argparse.Namespace) -> tuple[DataConfig, str]:
+    """The data settings the bars must be enough for, and where they come from."""
+    from tuning.search.recipe import TrainingRecipe
+
+    if args.config is not None:
+        return TrainingRecipe.from_yaml(args.config).data, str(args.config)
+    if args.space is not None:
+        from tuning.search.space import load_space
+
+        space = load_space(args.space)
+        folds = space.confirm.folds if space.confirm is not None else 1
+        return replace(space.run.data, fold=folds), str(args.space)
+    return DataConfig(), "the default data settings"
 
 
 def parse_columns(pairs: list[str]) -> dict[str, str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from tuning.cli.help import subcommand
 from tuning.sweep_files import DEFAULT_STORAGE
 from tuning.tracking.store import resolve_store
 
@@ -11,7 +12,12 @@ MARKS = {"ok": "ok  ", "warn": "warn", "fail": "FAIL"}
 
 
 def add_command(commands: argparse._SubParsersAction) -> None:
-    doctor = commands.add_parser("doctor", help="check a Ray cluster (or this machine) before a sweep")
+    doctor = subcommand(commands, "doctor", "check a Ray cluster (or this machine) before a sweep",
+                         ("mamba-tune doctor", "mamba-tune doctor --address auto --storage /shared/sweeps "
+                          "--tracking-uri http://mlflow:5000"),
+                         "Check a Ray cluster (or this machine) before a sweep: each node's resources and versions, "
+                         "that the storage is one folder every node sees, that the tracking store answers from "
+                         "every node. Exit 0 all well, 1 problems (each with its fix), 2 bad input.")
     doctor.add_argument("--address", help="the Ray cluster (auto or HOST:PORT; default: RAY_ADDRESS, else a local "
                         "Ray started for the check)")
     doctor.add_argument("--storage", default=DEFAULT_STORAGE,

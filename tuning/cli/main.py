@@ -11,7 +11,8 @@ import sys
 from collections.abc import Sequence
 
 from model.errors import InputError
-from tuning.cli import data, doctor, sweep, train, ui
+from tuning.cli import best, data, doctor, listing, promote, sweep, train, ui
+from tuning.cli.help import subcommand
 from tuning.errors import UsageError
 from tuning.yaml_io import ConfigError, parse_yaml
 
@@ -62,18 +63,37 @@ def cmd_model(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="mamba-tune", description="Tune a Mamba-2 forecaster of market bars.")
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    model = commands.add_parser("model", help="show the Forecaster a configuration builds")
+    parser = _Parser(prog="mamba-tune", description="Tune a Mamba-2 forecaster of market bars.",
+                     epilog="start with: make demo; then mamba-tune COMMAND --help",
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"mamba-tune {_version()}",
+                        help="print the version and exit")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser, metavar="COMMAND")
+    model = subcommand(commands, "model", "show the Forecaster a configuration builds",
+                        ("mamba-tune model", "mamba-tune model --set d_model=128 --set n_layers=4"),
+                        "Show the Forecaster a model configuration builds: its dimensions, parameter count and "
+                        "the backend that runs here (mamba_ssm's CUDA kernels, or the reference torch code).")
     model.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                        help="override a ModelConfig field, e.g. --set d_model=64 (repeatable)")
     model.set_defaults(run=cmd_model)
     data.add_commands(commands)
     train.add_command(commands)
     sweep.add_commands(commands)
+    best.add_command(commands)
+    promote.add_command(commands)
     ui.add_command(commands)
     doctor.add_command(commands)
+    listing.add_command(commands)
     return parser
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("mamba-tune")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown (not installed)"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

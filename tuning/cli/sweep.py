@@ -1,4 +1,4 @@
-"""`mamba-tune sweep`, `resume` and `best`: run a sweep, continue it, export its best configuration.
+"""`mamba-tune sweep` and `resume`: run a sweep, continue it (`best`, its winner, is tuning/cli/best.py).
 
 Ray, Tune and Optuna are imported only by the commands that use them.
 """
@@ -14,22 +14,35 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from tuning.cli.figures import finite, one_look_line, ratio
+from tuning.cli.help import subcommand
+from tuning.cli.sweep_report import print_finalists, print_leaderboard, print_test_look, short
 from tuning.errors import UsageError
 from tuning.progress import LOGGER as PROGRESS_LOGGER
 from tuning.progress import EpochEnded, Note, TrialEnded, TrialStarted, event_of
-from tuning.search.best_config import train_command, write_best_config
-from tuning.search.finalists import CONFIRM, SEARCH, finalist_scores, winner
-from tuning.search.ledger import Ledger, TrialRecord, best_record, leaderboard
+from tuning.search.finalists import CONFIRM, SEARCH, winner
+from tuning.search.ledger import Ledger, best_record
 from tuning.search.space import AUTO, parse_space, valid_name
 from tuning.sweep.manifest import SweepManifest
-from tuning.sweep_files import DEFAULT_STORAGE, LEDGER, MANIFEST, TEST_LOOK, TRACKING_SPOOL, unwritable_reason
+from tuning.sweep_files import (
+    DEFAULT_STORAGE,
+    LEDGER,
+    RAY_LOG,
+    TRACKING_SPOOL,
+    unwritable_reason,
+)
 from tuning.tracking.store import open_store, resolve_store
 from tuning.yaml_io import read_yaml
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
-    sweep = commands.add_parser("sweep", help="tune learning rate, weight decay and batch size with Ray Tune")
+    sweep = subcommand(commands, "sweep", "tune learning rate, weight decay and batch size with Ray Tune",
+                        ("mamba-tune sweep --data runs/demo/bars.parquet --space search_spaces/smoke.yaml",
+                         "mamba-tune sweep --data bars.parquet --space search_spaces/default.yaml --address auto "
+                         "--storage s3://bucket/sweeps --tracking-uri http://mlflow:5000"),
+                        "Tune learning rate, weight decay and batch size: Ray Tune runs each trial under Ray Train, "
+                        "Optuna's TPE picks the parameters, ASHA and the epoch gate stop poor trials, the best "
+                        "are confirmed over seeds and folds, and the winner is scored once on the test segment. "
+                        "Every trial is logged to MLflow.")
     sweep.add_argument("--data", required=True, type=Path, help="Parquet file of bars")
     sweep.add_argument("--space", required=True, type=Path, help="search space YAML, e.g. search_spaces/smoke.yaml")
     sweep.add_argument("--name", help="the sweep's name (default: the space's name)")
@@ -37,22 +50,19 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     sweep.add_argument("--memory-budget", type=float, metavar="MB",
                        help="memory a trial worker may use for training: batch sizes whose measured peak exceeds it "
                        "are dropped before the sweep (default on GPU: the worker's share of its GPU; on CPU: no probe)")
-    sweep.add_argument("--precision", help="fp32 or bf16 for every trial: sets run.train.precision in the space "
+    sweep.add_argument("--precision", metavar="{fp32,bf16}",
+                       help="fp32 or bf16 for every trial: sets run.train.precision in the space "
                        "(default: the space's, else fp32; bf16: autocast, float32 parameters and SSM state)")
     _storage_and_address(sweep)
     sweep.set_defaults(run=cmd_sweep)
 
-    resume = commands.add_parser("resume", help="continue an interrupted sweep")
+    resume = subcommand(commands, "resume", "continue an interrupted sweep",
+                         ("mamba-tune resume smoke", "mamba-tune resume smoke --storage /shared/sweeps"),
+                         "Continue an interrupted sweep where it stopped: finished trials are kept, interrupted "
+                         "ones resume from their last checkpoint, the same Optuna study and MLflow runs go on.")
     resume.add_argument("name", help="the sweep's name")
     _storage_and_address(resume)
     resume.set_defaults(run=cmd_resume)
-
-    best = commands.add_parser("best", help="write the best trial's configuration for `mamba-tune train --config`")
-    best.add_argument("name", help="the sweep's name")
-    best.add_argument("--storage", default=DEFAULT_STORAGE, help=f"where the sweep lives (default {DEFAULT_STORAGE})")
-    best.add_argument("--out", type=Path, help="output YAML (default: best.yaml in the sweep's folder)")
-    best.add_argument("--force", action="store_true", help="replace an existing --out file")
-    best.set_defaults(run=cmd_best)
 
 
 def _storage_and_address(parser: argparse.ArgumentParser) -> None:
@@ -82,6 +92,12 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         raise UsageError(f"--data {args.data}: no such file; make one with `mamba-tune data synth --out {args.data}`")
 
     from model.data import load_dataset, require_enough_bars
+
+    # Bad bars are refused first: reading them needs neither Ray nor MLflow (seconds sooner).
+    data = load_dataset(args.data, space.run.data)
+    if space.confirm is not None and space.confirm.folds > 1:  # the earliest fold trains on the fewest bars
+        require_enough_bars(args.data, data.summary["n_bars"], replace(space.run.data, fold=space.confirm.folds))
+
     from tuning.cluster.shared_storage import check_shared
     from tuning.sweep import session
     from tuning.sweep.memory_probe import pack_trials, restrict_space, run_probe
@@ -92,9 +108,6 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         raise UsageError(f"--storage {args.storage}: {reason}; choose another --storage")
     store = resolve_store(args.tracking_uri)
     client = open_store(store)  # an unreachable tracking server fails here, in seconds, before Ray starts
-    data = load_dataset(args.data, space.run.data)
-    if space.confirm is not None and space.confirm.folds > 1:  # the earliest fold trains on the fewest bars
-        require_enough_bars(args.data, data.summary["n_bars"], replace(space.run.data, fold=space.confirm.folds))
     started = session.start_ray(args.address)
     try:
         plan = session.cluster_plan(space)
@@ -130,7 +143,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
         session.end_lost_trials(paths)
         if (paths.folder / TRACKING_SPOOL).exists():  # MLflow writes it could not send: now
             _unsent(session.send_pending(store, open_store(store), paths, manifest, list(finished)))
-        _print_leaderboard(list(finished.values()))
+        print_leaderboard(list(finished.values()))
         return 0
     client = open_store(store)  # an unreachable tracking server fails here, before Ray starts
     started = session.start_ray(args.address)
@@ -154,9 +167,14 @@ def _with_precision(values: Any, precision: str | None) -> Any:
 def _run(session: Any, paths: Any, space: Any, data: Any, manifest: SweepManifest, plan: Any, tracking: tuple,
          storage: str, resume: bool) -> int:
     """Run (or resume) the sweep and print its outcome; Ctrl-C at any point says how to resume it."""
+    from tuning.cli.ray_output import ray_output_to
+    from tuning.sweep.driver_mark import driving
+
     resume_hint = f"mamba-tune resume {paths.name}{_storage_flag(storage)}"
     try:
-        return _run_sweep(session, paths, space, data, manifest, plan, tracking, storage, resume, resume_hint)
+        # `mamba-tune list` says running while this process drives it; Ray's own lines go to ray.log
+        with driving(paths.folder), ray_output_to(paths.folder / RAY_LOG):
+            return _run_sweep(session, paths, space, data, manifest, plan, tracking, storage, resume, resume_hint)
     except KeyboardInterrupt:  # before the sweep could say how many trials finished
         print(f"interrupted; continue with {resume_hint}", file=sys.stderr)
         return 130
@@ -175,7 +193,8 @@ def _run_sweep(session: Any, paths: Any, space: Any, data: Any, manifest: SweepM
           f"max {space.scheduler.max_epochs} epochs), gate at epoch {space.gate.epoch}")
     print(f"results: {paths.folder} (trials.json; Ray Tune experiment {paths.experiment})")
     print(f"study:   {paths.study_url}  (browse: optuna-dashboard {paths.study_url})")
-    print(f"mlflow:  experiment {paths.name} in {store.describe()}", flush=True)
+    print(f"mlflow:  experiment {paths.name} in {store.describe()}")
+    print(f"ray:     its own messages go to {paths.folder / RAY_LOG}", flush=True)
     progress = _Progress(trials)
     handler = progress.attach()
     try:
@@ -186,8 +205,8 @@ def _run_sweep(session: Any, paths: Any, space: Any, data: Any, manifest: SweepM
     _unsent(outcome.tracking_unsent)
     records = outcome.records
     print()
-    _print_leaderboard(records)
-    _print_finalists(records, space)
+    print_leaderboard(records)
+    print_finalists(records, space)
     if outcome.interrupted:
         searched = sum(r.stage == SEARCH for r in records)
         print(f"interrupted with {searched} of {trials} trials finished; continue with `{resume_hint}`",
@@ -203,57 +222,7 @@ def _run_sweep(session: Any, paths: Any, space: Any, data: Any, manifest: SweepM
     confirmed = " (the confirmed winner)" if space.confirm else ""
     print(f"\nbest: trial {best.trial_id}{confirmed}; export it with `mamba-tune best {paths.name}"
           f"{_storage_flag(storage)}`")
-    _print_test_look(outcome.test, paths.folder)
-    return 0
-
-
-def _print_finalists(records: list[TrialRecord], space: Any) -> None:
-    """Each finalist's mean best val_loss over its seeds and folds, the winner first (nothing without confirm)."""
-    scores = finalist_scores(records, space.confirm) if space.confirm is not None else []
-    if not scores:
-        return
-    seeds = ", ".join(str(s) for s in (space.run.train.seed, *space.confirm.seeds))
-    print(f"\nfinalists (confirm: top {space.confirm.top_k}; seeds {seeds}; {space.confirm.folds} fold(s)):")
-    for rank, s in enumerate(scores, start=1):
-        p = s.record.params
-        print(f"{rank:<3}{_short(s.record.trial_id):<14}lr {p.get('learning_rate', math.nan):.2e}  "
-              f"wd {p.get('weight_decay', math.nan):.2e}  batch {p.get('batch_size', '-'):<5}  "
-              f"val {s.mean:.4f} +- {s.std:.4f} (n={s.n})  search alone {s.record.best_val_loss:.4f}")
-
-
-def _print_test_look(test: dict[str, Any] | None, folder: Path) -> None:
-    """The winner's one look at the test segment, or why there is none."""
-    if test is None:
-        print("test: none (no test segment, or the winner's checkpoint is gone)")
-        return
-    scored = f"trial {test['trial_id']}, best.pt of epoch {test['best_epoch']}"
-    print(f"test: {one_look_line(test, scored)}; in {folder / TEST_LOOK} (looked at once, after the winner was chosen)")
-
-
-def cmd_best(args: argparse.Namespace) -> int:
-    from tuning.sweep import session
-
-    paths = session.sweep_paths(args.storage, args.name)
-    manifest = session.read_manifest(paths)
-    space = parse_space(manifest.space, str(paths.folder / MANIFEST))
-    records = list(Ledger(paths.folder / LEDGER).records.values())
-    best = winner(records, space.confirm)
-    if best is None:
-        raise UsageError(f"sweep {args.name!r} has no completed trial yet ({len(records)} finished, none ran all "
-                         f"{space.scheduler.max_epochs} epochs); resume it or widen the space")
-    out = args.out or paths.folder / "best.yaml"
-    if out.exists() and not args.force:
-        raise UsageError(f"{out} exists and is never overwritten by default; pass --force or choose another --out")
-    config = write_best_config(space, best, args.name, manifest.data, out, records)
-    _print_finalists(records, space)
-    print(f"wrote {out}: lr {config.train.lr:.3g}, weight decay {config.train.weight_decay:.3g}, "
-          f"batch {config.train.batch_size}, {config.train.epochs} epochs (best val_loss {best.best_val_loss:.4f})")
-    print(f"train it: {train_command(manifest.data, out)}")
-    from tuning.sweep.one_look import read_test_look
-
-    test = read_test_look(paths.folder)
-    if test is not None and test["trial_id"] == best.trial_id:
-        _print_test_look(test, paths.folder)
+    print_test_look(outcome.test, paths.folder)
     return 0
 
 
@@ -265,26 +234,6 @@ def _unsent(count: int) -> None:
 
 def _storage_flag(storage: str) -> str:
     return "" if storage == DEFAULT_STORAGE else f" --storage {shlex.quote(storage)}"
-
-
-def _print_leaderboard(records: list[TrialRecord]) -> None:
-    if not records:
-        print("no trial has finished")
-        return
-    print(f"{'rank':<5}{'trial':<14}{'lr':>9}{'wd':>9}{'batch':>7}  {'ended':<14}{'best val':>9}{'@':>4}"
-          f"{'vs E0':>8}{'vs HAR':>8}{'vs pers.':>9}")
-    for rank, r in enumerate(leaderboard(records), start=1):
-        p = r.params
-        gain = f"{1 - r.best_val_loss / r.e0_val_loss:+.1%}" if finite(r.best_val_loss, r.e0_val_loss) else "n/a"
-        har, pers = (ratio(r.best_val_loss, baseline) for baseline in (r.baseline_har, r.baseline_persistence))
-        ended = f"{r.stop_reason}@{r.stop_epoch}"
-        print(f"{rank:<5}{_short(r.trial_id):<14}{p.get('learning_rate', math.nan):>9.2e}"
-              f"{p.get('weight_decay', math.nan):>9.2e}{p.get('batch_size', '-'):>7}  "
-              f"{ended:<14}{r.best_val_loss:>9.4f}{r.best_epoch:>4}{gain:>8}{har:>8}{pers:>9}")
-
-
-def _short(trial_id: str) -> str:
-    return trial_id[-12:]
 
 
 class _Progress(logging.Handler):
@@ -315,13 +264,13 @@ class _Progress(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         match event_of(record):
             case TrialStarted(trial_id, params) if "finalist" in params:
-                self._line(f"confirm run {_short(trial_id)} started: finalist {_short(params['finalist'])}, "
+                self._line(f"confirm run {short(trial_id)} started: finalist {short(params['finalist'])}, "
                            f"seed {params['seed']}, fold {params['fold']}")
             case TrialStarted(trial_id, params):
-                self._line(f"trial {_short(trial_id)} started: lr {params.get('learning_rate', math.nan):.2e}, "
+                self._line(f"trial {short(trial_id)} started: lr {params.get('learning_rate', math.nan):.2e}, "
                            f"wd {params.get('weight_decay', math.nan):.2e}, batch {params.get('batch_size', '-')}")
             case EpochEnded(trial_id, epoch, val_loss):
-                self.status[trial_id] = f"{_short(trial_id)} e{epoch} val {val_loss:.4f}"
+                self.status[trial_id] = f"{short(trial_id)} e{epoch} val {val_loss:.4f}"
                 if self.live:
                     sys.stderr.write("\r\033[K" + " | ".join(self.status.values()))
                     sys.stderr.flush()
@@ -336,15 +285,15 @@ class _Progress(logging.Handler):
         why = f": {event.error}" if event.error else ""
         if r.stage == CONFIRM:
             confirmed = sum(f.stage == CONFIRM for f in event.finished)
-            self._line(f"confirm run {_short(r.trial_id)} (finalist {_short(r.finalist or '')}, seed {r.seed}, fold "
+            self._line(f"confirm run {short(r.trial_id)} (finalist {short(r.finalist or '')}, seed {r.seed}, fold "
                        f"{r.fold}) ended {r.stop_reason} at epoch {r.stop_epoch}{why}, best val {r.best_val_loss:.4f}"
                        f"@{r.best_epoch} | running {event.running}, {confirmed} confirmation run(s) finished")
             return
         finished = [f for f in event.finished if f.stage == SEARCH]
         done = sum(f.stop_reason == "completed" for f in finished)
         best = best_record(list(finished))
-        best_text = f"best {best.best_val_loss:.4f} ({_short(best.trial_id)})" if best else "no completed trial yet"
-        self._line(f"trial {_short(r.trial_id)} ended {r.stop_reason} at epoch {r.stop_epoch}{why}, best val "
+        best_text = f"best {best.best_val_loss:.4f} ({short(best.trial_id)})" if best else "no completed trial yet"
+        self._line(f"trial {short(r.trial_id)} ended {r.stop_reason} at epoch {r.stop_epoch}{why}, best val "
                    f"{r.best_val_loss:.4f}@{r.best_epoch} | running {event.running}, finished {len(finished)}/"
                    f"{self.trials} ({done} completed, {len(finished) - done} stopped) | {best_text}")
 

@@ -18,6 +18,7 @@ from model.train import FitResult, fit
 from model.training import resolve_device
 from tuning.cli.data import parse_columns
 from tuning.cli.figures import one_look_line, versus_baselines
+from tuning.cli.help import subcommand
 from tuning.errors import UsageError
 from tuning.search.recipe import TrainingRecipe
 
@@ -30,14 +31,21 @@ OVERRIDES = ("epochs", "lr", "weight_decay", "batch_size", "device", "precision"
 
 
 def add_command(commands: argparse._SubParsersAction) -> None:
-    train = commands.add_parser("train", help="train one Forecaster (e.g. the best configuration of a sweep)")
+    train = subcommand(commands, "train", "train one Forecaster (e.g. the best configuration of a sweep)",
+                        ("mamba-tune train --data runs/demo/bars.parquet --out runs/train",
+                         "mamba-tune train --data bars.parquet --config best.yaml --out runs/prod "
+                         "--register mamba-forecaster"),
+                        "Train one Forecaster with AdamW on a file of bars: every epoch's losses in metrics.json, "
+                        "last.pt and best.pt in --out, the test segment scored once at the end (test.json); "
+                        "--register logs the run to MLflow and registers its model.")
     train.add_argument("--data", required=True, type=Path, help="Parquet file of bars")
     train.add_argument("--config", type=Path, help="run configuration YAML (data, model, train sections)")
-    train.add_argument("--epochs", type=int)
+    train.add_argument("--epochs", type=int, help="epochs to train (default: the config's)")
     train.add_argument("--lr", type=float, help="peak learning rate")
-    train.add_argument("--weight-decay", type=float)
-    train.add_argument("--batch-size", type=int)
-    train.add_argument("--device", choices=("auto", "cpu", "cuda"))
+    train.add_argument("--weight-decay", type=float, help="AdamW's decoupled weight decay (default: the config's)")
+    train.add_argument("--batch-size", type=int, help="samples per optimiser step (default: the config's)")
+    train.add_argument("--device", choices=("auto", "cpu", "cuda"),
+                       help="where to train (default: the config's; auto: cuda when there is a GPU)")
     train.add_argument("--precision", choices=PRECISIONS,
                        help="fp32 (default), or bf16: autocast with float32 parameters and SSM state (pays on CUDA)")
     train.add_argument("--threads", type=int,
@@ -53,6 +61,8 @@ def add_command(commands: argparse._SubParsersAction) -> None:
                        help="MLflow store for --register: http(s)://HOST:PORT or sqlite:///PATH (default: "
                             "MLFLOW_TRACKING_URI, else the embedded store in runs/mlflow)")
     train.add_argument("--experiment", metavar="NAME", help="MLflow experiment for --register (default production)")
+    train.add_argument("--alias", help="an alias for the registered version, e.g. challenger (moved from any version "
+                       "it named; default: none)")
     train.set_defaults(run=cmd_train)
 
 
@@ -107,11 +117,13 @@ def _register(args: argparse.Namespace, store: TrackingStore, config: TrainingRe
     from tuning.tracking.store import first_line
 
     try:
-        done = register_run(store, args.experiment, args.register, config, args.data, args.out, result)
+        done = register_run(store, args.experiment, args.register, config, args.data, args.out, result,
+                            alias=args.alias)
     except (MlflowException, OSError) as exc:
         retry = ["mamba-tune", "train", "--data", str(args.data), "--out", str(args.out), "--resume",
                  "--register", args.register, "--experiment", args.experiment]
         retry += ["--tracking-uri", args.tracking_uri] if args.tracking_uri else []
+        retry += ["--alias", args.alias] if args.alias else []
         print(f"error: registering the model in {store.uri} failed ({first_line(exc)}); the trained run is kept in "
               f"{args.out}, register it once the store works with: {shlex.join(retry)}", file=sys.stderr)
         return 1
@@ -124,14 +136,16 @@ def _register(args: argparse.Namespace, store: TrackingStore, config: TrainingRe
 def _open_registry(args: argparse.Namespace) -> TrackingStore | None:
     """With --register: the name checked and the tracking store opened; None without it."""
     if args.register is None:
-        if args.tracking_uri is not None or args.experiment is not None:
-            raise UsageError("--tracking-uri and --experiment say where --register logs the run, and --register is "
-                             "not given; add --register NAME or drop them")
+        if args.tracking_uri is not None or args.experiment is not None or args.alias is not None:
+            raise UsageError("--tracking-uri, --experiment and --alias say where and how --register logs the run, "
+                             "and --register is not given; add --register NAME or drop them")
         return None
-    from tuning.tracking.registry import DEFAULT_EXPERIMENT, check_model_name
+    from tuning.tracking.registry import DEFAULT_EXPERIMENT, check_alias, check_model_name
     from tuning.tracking.store import open_store, resolve_store
 
     check_model_name(args.register)
+    if args.alias is not None:
+        check_alias(args.alias)
     args.experiment = args.experiment or DEFAULT_EXPERIMENT
     store = resolve_store(args.tracking_uri)
     open_store(store)

@@ -8,6 +8,8 @@ The sweep folder, <storage>/<name>/:
   tune/        Ray Tune's experiment (its state is synced as a whole, so ours lives beside it)
   tune-confirm/  the confirmation stage's experiment (tuning/sweep/confirmation.py), after the search
   test.json    the winner's one look at the test segment (tuning/sweep/one_look.py), once complete
+  driver.json  the process driving it, while `sweep` or `resume` runs (tuning/sweep/driver_mark.py)
+  ray.log      Ray's own messages (raylet warnings, worker lines), out of the progress output
   train/       Ray Train's checkpoints, one folder per trial
   tracking-pending.jsonl  MLflow writes not yet sent (a write-ahead log; sent on resume)
 Every trial is logged to MLflow (tuning/tracking/runs.py) as the sweep runs, by the callback of
@@ -37,6 +39,7 @@ from model.training import data_identity
 from tuning.cluster.autoscaler import launchable_nodes
 from tuning.errors import UsageError
 from tuning.search.finalists import winner
+from tuning.search.importance import Importances, load_importances
 from tuning.search.ledger import Ledger, TrialRecord
 from tuning.search.resources import HEAD_RESOURCE, TRIAL_DRIVER_RESOURCES, TrialPlan, fullest_plan, plan_trials
 from tuning.search.scheduler import GatedASHA
@@ -272,7 +275,7 @@ def run(paths: SweepPaths, space: SweepSpace, data: Dataset, trials: int, plan: 
     finally:
         records = list(Ledger(paths.folder / LEDGER).records.values())
         _remove_snapshots(paths, records)
-        unsent = close_sweep(tracking, records, interrupted=not complete, test=test)
+        unsent = close_sweep(tracking, records, interrupted=not complete, test=test, importances=_importances(paths))
         ACTIVE.pop(active_key(paths.folder / LEDGER), None)
     return SweepOutcome(paths, trials, records, plan, time.perf_counter() - start, unsent, complete, test)
 
@@ -282,6 +285,14 @@ def _record_finalists(paths: SweepPaths, space: SweepSpace) -> None:
         record_in_study(paths.folder / LEDGER, space, paths.study_url, paths.name)
     except Exception as exc:  # noqa: BLE001 - the ledger holds them; the study is only behind
         note(f"optuna: could not record the finalists' confirmed scores ({first_line(exc)})")
+
+
+def _importances(paths: SweepPaths) -> Importances | None:
+    try:
+        return load_importances(paths.study_url, paths.name)
+    except Exception as exc:  # noqa: BLE001 - an insight, not a result: the sweep stands without it
+        note(f"optuna: could not rank the hyperparameters' importance ({first_line(exc)})")
+        return None
 
 
 def _one_look(paths: SweepPaths, space: SweepSpace, data: Dataset) -> dict[str, Any] | None:

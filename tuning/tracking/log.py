@@ -22,11 +22,13 @@ from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException, RestException
 
 from tuning.progress import Note, publish
+from tuning.tracking.lineage import BarsInput
 from tuning.tracking.ops import (
     SWEEP_KEY,
     EndLostRuns,
     EndRun,
     LogArtifact,
+    LogInput,
     LogMetrics,
     Operation,
     SetTags,
@@ -76,6 +78,10 @@ class TrackingLog:
     def log_artifact(self, key: str, path: Path, folder: str | None = None, remove_after: bool = False) -> None:
         """Upload the file `path` into the run's artifacts (under `folder`); delete it once sent if asked."""
         self._put(LogArtifact(key, str(path), folder, remove_after))
+
+    def log_input(self, key: str, bars: BarsInput, context: str = "training") -> None:
+        """The bars the run of `key` trained on, as its dataset input."""
+        self._put(LogInput(key, bars.name, bars.digest, bars.source, bars.profile, context))
 
     def end_run(self, key: str, status: str) -> None:
         self._put(EndRun(key, status))

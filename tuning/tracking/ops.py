@@ -20,6 +20,8 @@ from mlflow import MlflowClient
 from mlflow.entities import Metric, Param, RunTag
 from mlflow.exceptions import MlflowException
 
+from tuning.tracking.lineage import BarsInput, dataset_input
+
 SWEEP_KEY = "sweep"
 KEY_TAG, SWEEP_TAG = "mamba_tune.key", "mamba_tune.sweep_id"
 STEP_MARKERS = ("val_loss", "trials_finished")  # a trial's and the sweep's per-step metric: which steps a run holds
@@ -139,6 +141,24 @@ class LogArtifact:
 
 
 @dataclass(frozen=True)
+class LogInput:
+    """The bars the run trained on, as a dataset input (tuning/tracking/lineage.py); logged once however often
+    it is applied (MLflow keeps one input per dataset and run)."""
+
+    kind: ClassVar[str] = "input"
+    key: str
+    name: str
+    digest: str
+    source: str
+    profile: str
+    context: str
+
+    def apply(self, runs: SweepRuns) -> None:
+        bars = BarsInput(self.name, self.digest, self.source, self.profile)
+        runs.client.log_inputs(runs.run_id(self.key), [dataset_input(bars, self.context)])
+
+
+@dataclass(frozen=True)
 class EndRun:
     kind: ClassVar[str] = "end_run"
     key: str
@@ -164,8 +184,9 @@ class EndLostRuns:
                 runs.client.set_terminated(run.info.run_id, "KILLED")
 
 
-Operation = StartRun | LogMetrics | SetTags | LogArtifact | EndRun | EndLostRuns
-_KINDS: dict[str, type] = {op.kind: op for op in (StartRun, LogMetrics, SetTags, LogArtifact, EndRun, EndLostRuns)}
+Operation = StartRun | LogMetrics | SetTags | LogArtifact | LogInput | EndRun | EndLostRuns
+_KINDS: dict[str, type] = {op.kind: op for op in (StartRun, LogMetrics, SetTags, LogArtifact, LogInput, EndRun,
+                                                  EndLostRuns)}
 
 
 def to_json(op: Operation) -> dict[str, Any]:

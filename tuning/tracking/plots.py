@@ -80,6 +80,22 @@ def _legend_by_reason(ax: Any, records: Sequence[TrialRecord]) -> None:
         ax.legend(fontsize=8)
 
 
+def importance_bars(importances: dict[str, float], path: Path, title: str) -> Path:
+    """Each searched hyperparameter's fANOVA importance (its share of the variance of the val_loss explained)."""
+    names = list(importances)[::-1]  # the largest on top
+    fig, ax = plt.subplots(figsize=(7, 0.6 * len(names) + 1.6))
+    ax.barh(names, [importances[name] for name in names], color="tab:blue")
+    ax.set_xlim(0, 1)
+    ax.set_xlabel("importance (share of the val_loss variance, fANOVA)")
+    ax.set_title(title)
+    ax.grid(alpha=0.3, axis="x")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
 def _finish(fig: Any, ax: Any, path: Path, title: str, xlabel: str, ylabel: str) -> None:
     ax.set_yscale("log")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # epochs

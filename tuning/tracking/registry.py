@@ -8,9 +8,13 @@
       logged model "model" (MLflow 3 keeps it beside the run, under <experiment>/models/<model id>):
                            a pyfunc of tuning/tracking/pyfunc_model.py + the `model` package + best.pt,
                            with its input example, signature (the bar columns) and pinned requirements
-    Model Registry         <name> version N, one per registered run, from that logged model
+    Model Registry         <name> version N, one per registered run, from that logged model, tagged as its run;
+                           an alias (e.g. challenger) when one is given
+    `best --register` logs a sweep's winner the same way (tuning/sweep/ship_winner.py): its trial's best.pt,
+    no training; the run tags name the sweep, the trial, the data digest, the val and test losses.
 
-Loading needs neither mamba-tune nor this repository: mlflow.pyfunc.load_model("models:/<name>/<N>").
+Loading needs neither mamba-tune nor this repository: mlflow.pyfunc.load_model("models:/<name>/<N>"), or
+"models:/<name>@<alias>".
 """
 
 from __future__ import annotations
@@ -23,24 +27,29 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 import model
-from model.bars import FIELDS, Bars, bars_from_table
+from model.bars import FIELDS, Bars, bars_from_table, read_bars
 from model.train import FitResult
 from tuning.errors import UsageError
 from tuning.search.recipe import TrainingRecipe
+from tuning.tracking.lineage import bars_input, dataset_input
 from tuning.tracking.store import EPOCH_METRICS, TrackingStore
 
 DEFAULT_EXPERIMENT = "production"
+LAST_BAR_TAG = "mamba_tune.data_last_bar_ns"  # a version's tag: the last bar (int64 ns, UTC) of the file it trained on
 PYFUNC_FILE = Path(__file__).with_name("pyfunc_model.py")  # the model's code, logged as a file: nothing pickled
 MODEL_PACKAGE = Path(model.__file__).parent  # shipped with the model, so it loads where mamba-tune is not installed
 REQUIREMENTS = ("mlflow", "torch", "numpy", "pandas", "pyarrow")  # what pyfunc_model.py and `model` import
 EXAMPLE_EXTRA_BARS = 4  # the input example: a first bar, one window, and these bars more
 _NAME = re.compile(r"[A-Za-z0-9._-]+")
+_ALIAS = re.compile(r"[A-Za-z0-9_-]{1,255}")
+_VERSION_LIKE = re.compile(r"[vV]\d+")
 
 
 @dataclass(frozen=True)
@@ -63,9 +72,34 @@ def check_model_name(name: str) -> str:
     return name
 
 
+@dataclass(frozen=True)
+class Shipment:
+    """A trained model to log as a run and register: its best.pt, the files logged beside it, its history."""
+
+    config: TrainingRecipe
+    data_path: Path  # the bars it trained on (its first rows are the model's input example)
+    checkpoint: Path  # best.pt
+    files: tuple[Path, ...]  # logged as the run's artifacts (config.yaml, metrics.json)
+    history: list[dict[str, Any]]  # one dict per epoch, as fit reports them
+    best_epoch: int
+    run_name: str
+    tags: dict[str, str]  # on the run and on the model version
+
+
 def register_run(store: TrackingStore, experiment: str, model_name: str, config: TrainingRecipe, data_path: Path,
-                 out_dir: Path, result: FitResult) -> Registered:
-    """Log the finished run in `out_dir` (config.yaml, metrics.json, best.pt) and register its model.
+                 out_dir: Path, result: FitResult, alias: str | None = None) -> Registered:
+    """Log the finished `train` run in `out_dir` (config.yaml, metrics.json, best.pt) and register its model."""
+    tags = {"mamba_tune.role": "production", "mamba_tune.data": str(Path(data_path).resolve()),
+            "mamba_tune.out": str(Path(out_dir).resolve()), "mamba_tune.best_epoch": str(result.best_epoch)}
+    return register_model(store, experiment, model_name, Shipment(
+        config, data_path, out_dir / "best.pt", (out_dir / "config.yaml", out_dir / "metrics.json"), result.history,
+        result.best_epoch, f"train {out_dir.name}", tags), alias=alias)
+
+
+def register_model(store: TrackingStore, experiment: str, model_name: str, shipment: Shipment,
+                   alias: str | None = None) -> Registered:
+    """Log `shipment` as a run of `experiment` and register its model as a new version of `model_name`,
+    tagged with `shipment.tags` and, when given, pointed to by `alias` (moved from any version it named).
 
     The run ends FINISHED once the model version exists; a failure on the way ends it FAILED.
     """
@@ -74,34 +108,48 @@ def register_run(store: TrackingStore, experiment: str, model_name: str, config:
 
     client = store.client()
     experiment_id = store.experiment_id(client, experiment)
-    example = input_example(data_path, config)
-    tags = {"mamba_tune.role": "production", "mamba_tune.data": str(Path(data_path).resolve()),
-            "mamba_tune.out": str(Path(out_dir).resolve()), "mamba_tune.best_epoch": str(result.best_epoch)}
-    params = {f"{section}.{key}": str(value) for section, values in config.to_dict().items()
+    example = input_example(shipment.data_path, shipment.config)
+    params = {f"{section}.{key}": str(value) for section, values in shipment.config.to_dict().items()
               for key, value in values.items()}
     now = int(time.time() * 1000)
-    metrics = [Metric(key, float(m[key]), now, int(m["epoch"])) for m in result.history for key in EPOCH_METRICS
+    metrics = [Metric(key, float(m[key]), now, int(m["epoch"])) for m in shipment.history for key in EPOCH_METRICS
                if key in m]
-    with _mlflow_settings(store.uri), mlflow.start_run(experiment_id=experiment_id, run_name=f"train {out_dir.name}",
-                                                    tags=tags) as run:
+    with mlflow_settings(store.uri), mlflow.start_run(experiment_id=experiment_id, run_name=shipment.run_name,
+                                                    tags=shipment.tags) as run:
         run_id = run.info.run_id
         client.log_batch(run_id, params=[Param(k, v) for k, v in params.items()], synchronous=True)
         for start in range(0, len(metrics), 1000):  # a batch holds at most 1000 metrics
             client.log_batch(run_id, metrics=metrics[start:start + 1000], synchronous=True)
-        for name in ("config.yaml", "metrics.json"):
-            client.log_artifact(run_id, str(out_dir / name))
+        for path in shipment.files:
+            client.log_artifact(run_id, str(path))
+        client.log_inputs(run_id, [dataset_input(bars_input(shipment.data_path), "training")])
         info = mlflow.pyfunc.log_model(
             name="model",
             python_model=str(PYFUNC_FILE),  # models from code: the file is the model's code
-            artifacts={"checkpoint": str((out_dir / "best.pt").resolve())},
+            artifacts={"checkpoint": str(shipment.checkpoint.resolve())},
             code_paths=[str(MODEL_PACKAGE)],  # importable beside the model's code when it loads
             input_example=example,  # saved with the model; MLflow checks that it predicts
             signature=signature(),
             pip_requirements=requirements(),
             registered_model_name=model_name,  # a new version of it
-            step=result.best_epoch,
+            step=shipment.best_epoch,
         )
-    return Registered(run_id, experiment_id, model_name, int(info.registered_model_version))
+        version = int(info.registered_model_version)
+        last_bar = int(read_bars(shipment.data_path, shipment.config.data.columns).timestamp[-1])
+        version_tags = {**shipment.tags, LAST_BAR_TAG: str(last_bar)}  # `promote` scores only on bars after it
+        for key, value in version_tags.items():
+            client.set_model_version_tag(model_name, str(version), key, value)
+        if alias is not None:
+            client.set_registered_model_alias(model_name, alias, str(version))
+    return Registered(run_id, experiment_id, model_name, version)
+
+
+def check_alias(alias: str) -> str:
+    """`alias` if MLflow can name a model version by it, else a UsageError."""
+    if not _ALIAS.fullmatch(alias) or alias.lower() == "latest" or _VERSION_LIKE.fullmatch(alias):
+        raise UsageError(f"--alias {alias!r}: an alias is 1 to 255 letters, digits, '_' or '-', not 'latest' and not "
+                         "a version such as v3; choose one such as challenger")
+    return alias
 
 
 def input_example(data_path: Path, config: TrainingRecipe) -> pd.DataFrame:
@@ -149,7 +197,7 @@ def requirements() -> list[str]:
 
 
 @contextmanager
-def _mlflow_settings(uri: str) -> Iterator[None]:
+def mlflow_settings(uri: str) -> Iterator[None]:
     """MLflow's fluent API (start_run, log_model) writes to the process-wide tracking and registry URIs,
     which it mirrors in MLFLOW_TRACKING_URI and MLFLOW_REGISTRY_URI: point them at `uri`, then put them
     back. Meanwhile no artifact progress bars (log_model's check of the input example draws one)."""

@@ -35,10 +35,12 @@ import yaml
 from model.atomic import write_text_atomic
 from tuning.search.best_config import train_command, write_best_config
 from tuning.search.finalists import winner
+from tuning.search.importance import Importances
 from tuning.search.ledger import TrialRecord, best_record, leaderboard
 from tuning.search.space import SEARCHABLE, Choice, SweepSpace, searched, with_params
+from tuning.tracking.lineage import BarsInput, bars_input
 from tuning.tracking.log import SWEEP_KEY, TrackingLog, note
-from tuning.tracking.plots import loss_by_hyperparameter, loss_curve, sweep_curves
+from tuning.tracking.plots import importance_bars, loss_by_hyperparameter, loss_curve, sweep_curves
 from tuning.tracking.store import EPOCH_METRICS, first_line
 
 RUN_STATUS = {"completed": "FINISHED", "asha": "FINISHED", "gate": "FINISHED", "nan": "FAILED", "error": "FAILED"}
@@ -58,6 +60,7 @@ class SweepTracking:
     space: SweepSpace
     name: str
     data_path: str
+    bars: BarsInput  # the bars every run of the sweep trains on (its MLflow dataset input)
     open_trials: set[str] = field(default_factory=set)
 
 
@@ -73,7 +76,8 @@ def open_sweep(log: TrackingLog, staging: Path, name: str, space_values: dict[st
             "Each nested run is one trial; its tag stop_reason says why it ended.")
     log.start_run(SWEEP_KEY, f"{name} sweep", tags={"mamba_tune.role": "sweep", "mlflow.note.content": note},
                   params=params)
-    tracking = SweepTracking(log, staging, space, name, data_path)
+    tracking = SweepTracking(log, staging, space, name, data_path, bars_input(data_path, data_summary))
+    log.log_input(SWEEP_KEY, tracking.bars)
     write_text_atomic(staging / "sweep" / "space.yaml", yaml.safe_dump(space_values, sort_keys=False))
     write_text_atomic(staging / "sweep" / "data.json", json.dumps({**data_summary, "baselines": baselines}, indent=1))
     for file in ("space.yaml", "data.json"):
@@ -82,14 +86,15 @@ def open_sweep(log: TrackingLog, staging: Path, name: str, space_values: dict[st
 
 
 def close_sweep(tracking: SweepTracking, records: list[TrialRecord], interrupted: bool,
-                test: dict[str, Any] | None = None) -> int:
-    """The sweep's summary artifacts and its one test look's metrics (test_loss, test_baseline_har, ...);
-    ends its runs (KILLED when interrupted); returns writes left unsent."""
+                test: dict[str, Any] | None = None, importances: Importances | None = None) -> int:
+    """The sweep's summary artifacts (with the hyperparameter importances, when there are some) and its one
+    test look's metrics (test_loss, test_baseline_har, ...); ends its runs (KILLED when interrupted); returns
+    writes left unsent."""
     try:
         if test is not None:
             tracking.log.log_epoch(SWEEP_KEY, 0, {f"test_{k}" if k.startswith("baseline_") else k: float(test[k])
                                                   for k in TEST_METRICS})
-        _summarise(tracking, records, interrupted)
+        _summarise(tracking, records, interrupted, importances)
     except Exception as exc:  # noqa: BLE001 - a failed plot must not hide the sweep's result
         note(f"tracking: could not log the sweep's summary ({first_line(exc)})")
     finally:  # whatever happened above, what was written is sent or spooled
@@ -99,7 +104,8 @@ def close_sweep(tracking: SweepTracking, records: list[TrialRecord], interrupted
     return unsent
 
 
-def _summarise(tracking: SweepTracking, records: list[TrialRecord], interrupted: bool) -> None:
+def _summarise(tracking: SweepTracking, records: list[TrialRecord], interrupted: bool,
+               importances: Importances | None) -> None:
     log, folder = tracking.log, tracking.staging / "sweep"
     for trial_id in sorted(tracking.open_trials):  # started, not finished: they continue on resume
         log.end_run(trial_id, "KILLED")
@@ -115,6 +121,11 @@ def _summarise(tracking: SweepTracking, records: list[TrialRecord], interrupted:
             write_best_config(tracking.space, best, tracking.name, tracking.data_path, folder / "best.yaml", records)
             log.set_tags(SWEEP_KEY, {"best_trial_id": best.trial_id})
             files.append("best.yaml")
+        if importances is not None:
+            write_text_atomic(folder / "param_importances.json", json.dumps(importances.to_dict(), indent=1))
+            importance_bars(importances.by_param, folder / "param_importances.png",
+                            f"sweep {tracking.name}: fANOVA over {importances.trials} trials")
+            files += ["param_importances.json", "param_importances.png"]
         for file in files:
             log.log_artifact(SWEEP_KEY, folder / file, remove_after=True)
     if not interrupted:  # every trial Ray Tune knows has ended: any other run was lost with a killed driver
@@ -145,6 +156,7 @@ def open_trial(t: SweepTracking, trial_id: str, params: dict[str, Any]) -> None:
             "mamba_tune.seed": run.train.seed, "mamba_tune.fold": run.data.fold,
             **({"mamba_tune.finalist": params["finalist"]} if stage == "confirm" else {})}
     t.log.start_run(trial_id, name, parent=SWEEP_KEY, tags=tags, params={**searched(params), **fixed})
+    t.log.log_input(trial_id, t.bars)
     t.open_trials.add(trial_id)
 
 

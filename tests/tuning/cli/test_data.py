@@ -7,6 +7,10 @@ import pytest
 
 from model.bars import read_bars
 from tests.cli import assert_one_line_error, run_cli
+from tests.tuning.sweeps import write_space
+
+# Data settings a few hundred bars are enough for (the defaults, window 128, need 1,705 bars).
+SHORT = "data: {window: 8, horizon: 2, val_fraction: 0.3, test_fraction: 0.2}\n"
 
 
 def test_cli_data_synth_writes_bars_that_validate(tmp_path):
@@ -38,20 +42,40 @@ def test_cli_data_sp500_writes_the_real_daily_bars(tmp_path):
 def test_cli_data_check_summarises_a_file(tmp_path):
     out = tmp_path / "bars.parquet"
     run_cli("data", "synth", "--out", out, "--bars", "250")
-    done = run_cli("data", "check", out)
+    (tmp_path / "short.yaml").write_text(SHORT)
+    done = run_cli("data", "check", out, "--config", tmp_path / "short.yaml")
     assert done.returncode == 0, done.stderr
     assert "rows          250\n" in done.stdout
     assert "time span     2024-01-01 13:30:00 .. 2024-01-03 14:15:00\n" in done.stdout
     assert "bar interval  5m (median)\n" in done.stdout
     assert "gaps          2 longer than 1.5 intervals" in done.stdout  # two overnight breaks in 250 bars
+    assert f"enough for    {tmp_path / 'short.yaml'}: window 8, horizon 2, val_fraction 0.3" in done.stdout
+
+
+def test_cli_data_check_refuses_too_few_bars_for_the_settings_naming_the_count_needed(tmp_path):
+    out = tmp_path / "bars.parquet"
+    run_cli("data", "synth", "--out", out, "--bars", "12")
+    assert_one_line_error(run_cli("data", "check", out), f"{out}: 12 bars are too few, window 128 + horizon 12 + at "
+                          "least 32 samples in the validation and test segments need 1705 bars")
+    run_cli("data", "synth", "--out", out, "--bars", "1500", "--force")
+    space = write_space(tmp_path, confirm={"top_k": 1, "folds": 5})  # window 16: enough bars, too many folds
+    assert_one_line_error(run_cli("data", "check", out, "--space", space),
+                          f"{out}: walk-forward fold 5 (confirm.folds) would start before the first bar")
+    done = run_cli("data", "check", out, "--space", write_space(tmp_path, confirm={"top_k": 1, "folds": 2}))
+    assert done.returncode == 0 and ": window 16, horizon 4, val_fraction 0.2, test_fraction 0.1, 2 walk-forward " \
+        "folds" in done.stdout, done.stdout + done.stderr
+    assert_one_line_error(run_cli("data", "check", out, "--config", space, "--space", space),
+                          "argument --space: not allowed with argument --config")
 
 
 def test_cli_data_check_maps_columns(tmp_path):
-    run_cli("data", "synth", "--out", tmp_path / "a.parquet", "--bars", "100")
+    run_cli("data", "synth", "--out", tmp_path / "a.parquet", "--bars", "250")
     table = pq.read_table(tmp_path / "a.parquet")
     pq.write_table(table.rename_columns(["ts_event", "open", "high", "low", "close", "volume"]), tmp_path / "b.parquet")
     assert_one_line_error(run_cli("data", "check", tmp_path / "b.parquet"), f"{tmp_path / 'b.parquet'}: column 'timestamp'")
-    done = run_cli("data", "check", tmp_path / "b.parquet", "--column", "timestamp=ts_event")
+    (tmp_path / "short.yaml").write_text(SHORT)
+    done = run_cli("data", "check", tmp_path / "b.parquet", "--column", "timestamp=ts_event",
+                   "--config", tmp_path / "short.yaml")
     assert done.returncode == 0, done.stderr
 
 
@@ -83,3 +107,14 @@ def test_cli_data_synth_out_under_a_file_is_one_line_exit_2(tmp_path):
     (tmp_path / "file").write_text("x")
     assert_one_line_error(run_cli("data", "synth", "--out", tmp_path / "file" / "bars.parquet"),
                           f"--out {tmp_path / 'file' / 'bars.parquet'}: a parent of it is a file")
+
+
+def test_cli_data_synth_after_a_file_starts_the_monday_after_its_last_bar(tmp_path):
+    run_cli("data", "synth", "--out", tmp_path / "old.parquet", "--bars", "300")
+    done = run_cli("data", "synth", "--out", tmp_path / "new.parquet", "--bars", "50", "--seed", "2", "--after",
+                   tmp_path / "old.parquet")
+    assert done.returncode == 0 and f"(seed 2, after the bars of {tmp_path / 'old.parquet'})" in done.stdout
+    old, new = read_bars(tmp_path / "old.parquet"), read_bars(tmp_path / "new.parquet")
+    # 300 bars of 120 a day end on Wednesday 2024-01-03; the next Monday is 2024-01-08, its session at 13:30
+    assert str(old.timestamp[-1].astype("datetime64[ns]"))[:10] == "2024-01-03"
+    assert str(new.timestamp[0].astype("datetime64[ns]")) == "2024-01-08T13:30:00.000000000"

@@ -24,23 +24,27 @@ SCREENSHOTS = Path(os.environ.get("MAMBA_TUNE_SCREENSHOTS", ROOT / "runs" / "scr
 
 @pytest.fixture()
 def ui(finished_sweep):
-    """`mamba-tune ui` over the finished sweep's store on a free port; -> (url, experiment id, client)."""
+    """`mamba-tune ui t` over the finished sweep's store on a free port; -> (url, experiment id, client, the sweep's
+    page it printed)."""
     _, _, uri, _ = finished_sweep
     port = free_port()
-    process = subprocess.Popen(cli_command("ui", "--tracking-uri", uri, "--port", port), stdout=subprocess.PIPE,
+    process = subprocess.Popen(cli_command("ui", "t", "--tracking-uri", uri, "--port", port), stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True, cwd=ROOT, env=cli_env(), start_new_session=True)
     try:
         first = process.stdout.readline()
         assert first.strip() == f"MLflow UI: http://127.0.0.1:{port}", (first, process.stderr.read()[-2000:])
+        lines = [process.stdout.readline().strip() for _ in range(3)]  # store, Ctrl-C, the sweep's page
         client = MlflowClient(tracking_uri=uri)
-        yield f"http://127.0.0.1:{port}", client.get_experiment_by_name("t").experiment_id, client
+        experiment = client.get_experiment_by_name("t").experiment_id
+        assert lines[2] == f"sweep t: http://127.0.0.1:{port}/#/experiments/{experiment}/runs", lines
+        yield f"http://127.0.0.1:{port}", experiment, client, lines[2].removeprefix("sweep t: ")
     finally:
         os.killpg(process.pid, signal.SIGTERM)
         process.wait(timeout=30)
 
 
 def test_ui_lists_the_sweep_with_its_nested_trials_and_charts_a_trial_val_loss(ui, finished_sweep):
-    url, experiment, client = ui
+    url, experiment, client, sweep_page = ui
     _, storage, _, _ = finished_sweep
     records = ledger(storage / "t")
     trial_id = next(k for k, r in records.items() if r["stop_reason"] == "completed")
@@ -49,7 +53,7 @@ def test_ui_lists_the_sweep_with_its_nested_trials_and_charts_a_trial_val_loss(u
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1500, "height": 1000})
-        page.goto(f"{url}/#/experiments/{experiment}/runs")
+        page.goto(sweep_page)  # the page `mamba-tune ui t` printed: the sweep's runs
         page.get_by_text("t sweep").wait_for(timeout=60_000)
         page.get_by_role("button", name="Close", exact=True).click()  # MLflow's assistant panel
         page.get_by_role("row").filter(has_text="t sweep").locator(

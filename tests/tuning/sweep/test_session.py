@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 import mlflow
 import optuna
@@ -16,6 +17,7 @@ from tests.cli import assert_one_line_error, run_cli
 from tests.tuning.mlflow_layout import assert_sweep_logged
 from tests.tuning.mlflow_server import free_port
 from tests.tuning.sweeps import ledger, write_space
+from tuning.tracking.lineage import file_digest
 
 pytestmark = pytest.mark.integration
 
@@ -38,6 +40,7 @@ def test_sweep_stops_trials_by_asha_and_gate_and_its_best_trains_again(bars, fin
 
     exported = run_cli("best", "t", "--storage", storage, "--out", tmp_path / "best.yaml")
     assert exported.returncode == 0, exported.stderr
+    assert "hyperparameter importance (fANOVA over 5 completed and pruned trials): " in exported.stdout
     best = min((r for r in records.values() if r["stop_reason"] == "completed"), key=lambda r: r["best_val_loss"])
     # The sweep's one look at the test segment: the winner's best.pt, printed by the sweep and by `best`.
     look = json.loads((storage / "t" / "test.json").read_text())
@@ -103,7 +106,7 @@ def test_sweep_confirms_its_finalist_over_seeds_and_folds(finished_sweep, tmp_pa
     assert f"Confirmed over seeds and folds: mean best val_loss {mean:.4f}" in (tmp_path / "best.yaml").read_text()
 
 
-def test_sweep_logs_every_trial_to_mlflow_as_a_nested_run(finished_sweep, tmp_path):
+def test_sweep_logs_every_trial_to_mlflow_as_a_nested_run(finished_sweep, bars, tmp_path):
     _, storage, uri, done = finished_sweep
     assert f"mlflow:  experiment t in {uri}" in done.stdout
     assert_sweep_logged(uri, "t", ledger(storage / "t"), tmp_path)
@@ -115,6 +118,15 @@ def test_sweep_logs_every_trial_to_mlflow_as_a_nested_run(finished_sweep, tmp_pa
         "test_baseline_persistence": look["baseline_persistence"], "test_baseline_mean": look["baseline_mean"]}
     assert not (storage / "t" / "tracking").exists() and not (storage / "t" / "tracking-pending.jsonl").exists()
     assert not list((storage / "t" / "train").glob("*/best"))  # each trial's best.pt snapshots, staged and removed
+    (dataset,) = [i.dataset for i in parent.inputs.dataset_inputs]  # the bars, by name and content digest
+    assert (dataset.name, dataset.digest, json.loads(dataset.source)["uri"]) == (
+        bars.stem, file_digest(bars), bars.resolve().as_uri())
+    assert json.loads(dataset.profile)["n_test"] == 131
+    importances = json.loads(Path(mlflow.MlflowClient(uri).download_artifacts(
+        parent.info.run_id, "param_importances.json", str(tmp_path))).read_text())
+    assert (importances["method"], importances["trials"]) == ("fanova", 5)  # 5 search trials: completed or pruned
+    assert set(importances["importances"]) == {"learning_rate", "weight_decay", "batch_size"}
+    torch.testing.assert_close(sum(importances["importances"].values()), 1.0)
 
 
 def test_sweep_refuses_at_once_a_tracking_server_that_does_not_answer(bars, tmp_path):

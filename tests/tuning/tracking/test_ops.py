@@ -8,6 +8,7 @@ from tuning.tracking.ops import (
     EndLostRuns,
     EndRun,
     LogArtifact,
+    LogInput,
     LogMetrics,
     SetTags,
     StartRun,
@@ -60,3 +61,10 @@ def test_spool_keeps_only_the_unsent_and_is_removed_when_none_are_left(tmp_path)
     assert spool.read() == [unsent]
     spool.keep_only([])
     assert not spool.path.exists()
+
+
+def test_a_dataset_input_round_trips_through_the_spool():
+    op = LogInput("t1", "bars", "0123456789abcdef", "file:///data/bars.parquet", '{"n_bars": 1500}', "training")
+    assert to_json(op) == {"op": "input", "key": "t1", "name": "bars", "digest": "0123456789abcdef",
+                           "source": "file:///data/bars.parquet", "profile": '{"n_bars": 1500}', "context": "training"}
+    assert operation_from_json(json.loads(json.dumps(to_json(op)))) == op

@@ -37,6 +37,7 @@ from tests.cli import ROOT, assert_one_line_error, free_port, run_cli
 from tuning.cli import train as cli_train
 from tuning.cli.main import main
 from tuning.errors import UsageError
+from tuning.tracking.lineage import file_digest
 from tuning.tracking.registry import bars_frame, check_model_name
 from tuning.tracking.store import EPOCH_METRICS
 
@@ -134,6 +135,8 @@ def test_register_run_logs_params_epoch_metrics_tags_and_files(registered):
         assert [step for step, _ in logged] == [0, 1, 2], key
         torch.testing.assert_close([value for _, value in logged], [float(m[key]) for m in history])
     assert {f.path for f in client.list_artifacts(run_id)} >= {"config.yaml", "metrics.json"}
+    (dataset,) = [i.dataset for i in run.inputs.dataset_inputs]  # the bars it trained on
+    assert (dataset.name, dataset.digest) == ("bars", file_digest(registered.folder / "bars.parquet"))
 
 
 def test_registered_model_predicts_new_bars_as_the_checkpoint_does(registered, registry_uri):
@@ -262,7 +265,7 @@ def test_cli_train_register_unreachable_store_fails_before_training(registered, 
 
 def test_cli_train_tracking_flags_without_register_are_one_line_exit_2(tmp_path):
     done = run_cli("train", "--data", tmp_path / "bars.parquet", "--out", tmp_path / "out", "--experiment", "x")
-    assert_one_line_error(done, "--tracking-uri and --experiment say where --register logs the run")
+    assert_one_line_error(done, "--tracking-uri, --experiment and --alias say where and how --register logs the run")
 
 
 def test_registered_model_takes_iso_timestamps_as_model_serving_sends_them(registered, registry_uri):

@@ -1,0 +1,106 @@
+"""`mamba-tune best NAME --register MODEL`: the session's sweep's winner shipped to a real `mlflow server` as it
+was trained (its trial's best.pt, no training), under the alias challenger, and loaded by alias in a fresh process.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+import torch
+from mlflow import MlflowClient
+
+from tests.bars import write_bars
+from tests.cli import assert_one_line_error, free_port, run_cli
+from tests.tuning.tracking.test_registry import checkpoint_forecast
+from tuning.search.finalists import winner
+from tuning.search.ledger import Ledger
+from tuning.search.space import parse_space
+from tuning.sweep.trial_files import final_checkpoint, stage_best, storage_filesystem
+from tuning.tracking.lineage import file_digest
+
+pytestmark = pytest.mark.integration
+MODEL = "mt-winner"
+
+
+def the_winner(storage: Path):
+    """The sweep's confirmed winner (its ledger record), and its best.pt copied out of Ray Train's storage."""
+    folder = storage / "t"
+    manifest = json.loads((folder / "sweep.json").read_text())
+    best = winner(list(Ledger(folder / "trials.json").records.values()), parse_space(manifest["space"], "x").confirm)
+    fs, train = storage_filesystem(str(storage)), f"{storage}/t/train"
+    checkpoint, _ = final_checkpoint(fs, None, train, best.trial_id, best.stop_epoch)
+    copy = Path(tempfile.mkdtemp()) / "best.pt"
+    assert stage_best(fs, train, best.trial_id, best.best_epoch, checkpoint, copy) == copy
+    return best, copy
+
+
+def test_best_register_ships_the_winners_own_checkpoint_as_challenger(finished_sweep, bars, mlflow_server,
+                                                                      tmp_path):
+    _, storage, _, _ = finished_sweep
+    best, checkpoint = the_winner(storage)
+    shipped = [run_cli("best", "t", "--storage", storage, "--out", tmp_path / f"best{i}.yaml", "--register", MODEL,
+                       "--tracking-uri", mlflow_server.url) for i in (1, 2)]
+    assert [done.returncode for done in shipped] == [0, 0], [done.stderr for done in shipped]
+    for version, done in enumerate(shipped, start=1):
+        assert (f"registered {MODEL} version {version} as @challenger: trial {best.trial_id}'s best.pt "
+                f"(epoch {best.best_epoch}), no training") in done.stdout, done.stdout
+        assert f'mlflow.pyfunc.load_model("models:/{MODEL}@challenger")' in done.stdout
+
+    client = MlflowClient(mlflow_server.url, mlflow_server.url)
+    assert client.get_model_version_by_alias(MODEL, "challenger").version == "2"  # the alias moved to the newest
+    version = client.get_model_version(MODEL, "1")
+    test_look = json.loads((storage / "t" / "test.json").read_text())
+    expected_tags = {"mamba_tune.role": "sweep-winner", "mamba_tune.sweep": "t", "mamba_tune.trial": best.trial_id,
+                     "mamba_tune.data": str(bars.resolve()), "mamba_tune.data_digest": file_digest(bars),
+                     "mamba_tune.best_epoch": str(best.best_epoch),
+                     "mamba_tune.val_loss": f"{best.best_val_loss:.6g}",
+                     "mamba_tune.test_loss": f"{test_look['test_loss']:.6g}"}
+    run = client.get_run(version.run_id)
+    for tags in (version.tags, run.data.tags):
+        assert {k: tags.get(k) for k in expected_tags} == expected_tags
+    assert run.info.status == "FINISHED" and client.get_experiment(run.info.experiment_id).name == "production"
+    assert [(i.dataset.name, i.dataset.digest) for i in run.inputs.dataset_inputs] == [(bars.stem, file_digest(bars))]
+    # No training: the run's val_loss curve is the trial's, epoch for epoch.
+    history = json.loads(Path(client.download_artifacts(run.info.run_id, "metrics.json", str(tmp_path))).read_text())
+    logged = sorted((m.step, m.value) for m in client.get_metric_history(run.info.run_id, "val_loss"))
+    assert [step for step, _ in logged] == [m["epoch"] for m in history] == list(range(best.stop_epoch + 1))
+    torch.testing.assert_close([value for _, value in logged], [float(m["val_loss"]) for m in history])
+    torch.testing.assert_close(dict(logged)[best.best_epoch], best.best_val_loss)
+
+    new_bars = tmp_path / "new.parquet"
+    write_bars(new_bars, 200, seed=9)
+    script = textwrap.dedent(f"""
+        import mlflow, pandas as pd
+        mlflow.set_tracking_uri({mlflow_server.url!r})
+        loaded = mlflow.pyfunc.load_model("models:/{MODEL}@challenger")
+        loaded.predict(pd.read_parquet({str(new_bars)!r})).to_parquet({str(tmp_path / "out.parquet")!r})
+    """)
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    predicted = pq.read_table(tmp_path / "out.parquet").to_pandas()
+    _, expected = checkpoint_forecast(checkpoint, new_bars)  # the trial's own best.pt, by hand
+    torch.testing.assert_close(torch.tensor(predicted["prediction"].to_numpy()), torch.from_numpy(expected))
+
+
+@pytest.mark.parametrize(("flags", "message"), [
+    (["--register", MODEL, "--alias", "latest"], "--alias 'latest': an alias is 1 to 255 letters"),
+    (["--register", MODEL, "--alias", "v3"], "--alias 'v3': an alias is 1 to 255 letters"),
+    (["--register", "bad name"], "--register 'bad name': a model name is"),
+    (["--alias", "challenger"], "--alias, --tracking-uri and --experiment say how --register ships the winner"),
+    (["--register", MODEL, "--tracking-uri", "http://127.0.0.1:{port}"], "tracking store http://127.0.0.1:{port}: "
+                                                                         "not reachable"),
+], ids=["reserved alias", "version-like alias", "bad model name", "alias without register", "unreachable store"])
+def test_best_register_bad_input_is_one_line_exit_2_and_writes_nothing(finished_sweep, flags, message, tmp_path):
+    _, storage, _, _ = finished_sweep
+    port = free_port()  # nothing listens on it
+    flags = [flag.format(port=port) for flag in flags]
+    done = run_cli("best", "t", "--storage", storage, "--out", tmp_path / "best.yaml", *flags, timeout=120)
+    assert_one_line_error(done, message.format(port=port))
+    assert not (tmp_path / "best.yaml").exists()

@@ -1,0 +1,121 @@
+"""`mamba-tune best`: the sweep's winner as a configuration for `train --config`, or shipped to the Model Registry
+as it was trained (`--register`: its trial's own best.pt, no training; tuning/sweep/ship_winner.py)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from tuning.cli.help import subcommand
+from tuning.cli.sweep_report import print_finalists, print_test_look
+from tuning.errors import UsageError
+from tuning.search.best_config import train_command, write_best_config
+from tuning.search.finalists import winner
+from tuning.search.ledger import Ledger, TrialRecord
+from tuning.search.recipe import TrainingRecipe
+from tuning.search.space import parse_space
+from tuning.sweep.manifest import SweepManifest
+from tuning.sweep_files import DEFAULT_STORAGE, LEDGER, MANIFEST, STUDY
+from tuning.tracking.store import TrackingStore, open_store, resolve_store
+
+CHALLENGER = "challenger"  # the alias `best --register` gives by default
+
+
+def add_command(commands: argparse._SubParsersAction) -> None:
+    best = subcommand(commands, "best", "write the winner's configuration, or register its model",
+                       ("mamba-tune best smoke --out best.yaml",
+                        "mamba-tune best smoke --register mamba-forecaster  # its best.pt as @challenger, no training"),
+                       "Write the sweep's winner (the confirmed finalist) as a configuration for `mamba-tune train "
+                       "--config`, with its figures; with --register, ship the winner's own checkpoint to the MLflow "
+                       "Model Registry without training it again.")
+    best.add_argument("name", help="the sweep's name")
+    best.add_argument("--storage", default=DEFAULT_STORAGE, help=f"where the sweep lives (default {DEFAULT_STORAGE})")
+    best.add_argument("--out", type=Path, help="output YAML (default: best.yaml in the sweep's folder)")
+    best.add_argument("--force", action="store_true", help="replace an existing --out file")
+    best.add_argument("--register", metavar="MODEL", help="register the winner's own best.pt (its trial's checkpoint, "
+                      "no training) as a new version of MODEL in the MLflow Model Registry")
+    best.add_argument("--alias", help="the alias --register gives the new version, moved from any version it named "
+                      "(default challenger)")
+    best.add_argument("--tracking-uri", help="MLflow store for --register (default: the one the sweep logged to)")
+    best.add_argument("--experiment", metavar="NAME", help="MLflow experiment of the --register run (default "
+                      "production)")
+    best.set_defaults(run=cmd_best)
+
+
+def cmd_best(args: argparse.Namespace) -> int:
+    from tuning.sweep import session
+
+    paths = session.sweep_paths(args.storage, args.name)
+    manifest = session.read_manifest(paths)
+    space = parse_space(manifest.space, str(paths.folder / MANIFEST))
+    records = list(Ledger(paths.folder / LEDGER).records.values())
+    best = winner(records, space.confirm)
+    if best is None:
+        raise UsageError(f"sweep {args.name!r} has no completed trial yet ({len(records)} finished, none ran all "
+                         f"{space.scheduler.max_epochs} epochs); resume it or widen the space")
+    out = args.out or paths.folder / "best.yaml"
+    if out.exists() and not args.force:
+        raise UsageError(f"{out} exists and is never overwritten by default; pass --force or choose another --out")
+    store = _open_registry(args, manifest)  # before anything is written: an unreachable store fails in seconds
+    config = write_best_config(space, best, args.name, manifest.data, out, records)
+    print_finalists(records, space)
+    print(f"wrote {out}: lr {config.train.lr:.3g}, weight decay {config.train.weight_decay:.3g}, "
+          f"batch {config.train.batch_size}, {config.train.epochs} epochs (best val_loss {best.best_val_loss:.4f})")
+    print(f"train it: {train_command(manifest.data, out)}")
+    from tuning.sweep.one_look import read_test_look
+
+    test = read_test_look(paths.folder)
+    if test is not None and test["trial_id"] == best.trial_id:
+        print_test_look(test, paths.folder)
+    from tuning.search.importance import load_importances
+
+    importances = load_importances(f"sqlite:///{paths.folder / STUDY}", args.name) if (
+        paths.folder / STUDY).exists() else None
+    if importances is not None:
+        print(importances.describe())
+    return _register_winner(args, store, paths.folder, manifest, best, config, out) if store is not None else 0
+
+
+def _open_registry(args: argparse.Namespace, manifest: SweepManifest) -> TrackingStore | None:
+    """With --register: the model name and alias checked, the store opened; None without it."""
+    if args.register is None:
+        if any(value is not None for value in (args.alias, args.tracking_uri, args.experiment)):
+            raise UsageError("--alias, --tracking-uri and --experiment say how --register ships the winner, and "
+                             "--register is not given; add --register MODEL or drop them")
+        return None
+    from tuning.tracking.registry import DEFAULT_EXPERIMENT, check_alias, check_model_name
+
+    check_model_name(args.register)
+    args.alias = check_alias(args.alias or CHALLENGER)
+    args.experiment = args.experiment or DEFAULT_EXPERIMENT
+    store = resolve_store(args.tracking_uri or manifest.tracking_uri)
+    open_store(store)
+    return store
+
+
+def _register_winner(args: argparse.Namespace, store: TrackingStore, folder: Path, manifest: SweepManifest,
+                     best: TrialRecord, config: TrainingRecipe, config_file: Path) -> int:
+    import tempfile
+
+    from mlflow.exceptions import MlflowException
+
+    from tuning.sweep.ship_winner import stage_winner
+    from tuning.tracking.registry import register_model
+    from tuning.tracking.store import first_line
+
+    with tempfile.TemporaryDirectory(prefix="mamba-tune-ship-") as staging:
+        shipment = stage_winner(folder, manifest, best, config, config_file, Path(staging))
+        try:
+            done = register_model(store, args.experiment, args.register, shipment, alias=args.alias)
+        except (MlflowException, OSError) as exc:
+            print(f"error: registering trial {best.trial_id} in {store.uri} failed ({first_line(exc)}); nothing "
+                  f"was trained, run the same `mamba-tune best {args.name} --register ...` again once the store "
+                  "works", file=sys.stderr)
+            return 1
+    print(f"registered {done.name} version {done.version} as @{args.alias}: trial {best.trial_id}'s best.pt "
+          f"(epoch {best.best_epoch}), no training (run {done.run_id}, experiment {args.experiment}) "
+          f"in {store.describe()}")
+    print(f'load it with: mlflow.set_tracking_uri("{store.uri}"); '
+          f'mlflow.pyfunc.load_model("models:/{done.name}@{args.alias}")')
+    return 0

@@ -1,0 +1,53 @@
+"""`mamba-tune list`: the sweeps in a storage folder, their state, progress and figures."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from pathlib import Path
+
+from model.errors import InputError
+from tuning.cli.help import subcommand
+from tuning.errors import UsageError
+from tuning.sweep_files import DEFAULT_STORAGE
+
+
+def add_command(commands: argparse._SubParsersAction) -> None:
+    listing = subcommand(commands, "list", "list the sweeps in a storage folder: state, trials, best and test loss",
+                         ("mamba-tune list", "mamba-tune list --storage /shared/sweeps"),
+                         "List the sweeps in a storage folder, oldest first: running (its driver is alive), "
+                         "finished, or interrupted (continue it with `mamba-tune resume NAME`); the search trials "
+                         "finished of those asked for; the winner's best validation loss and its test loss.")
+    listing.add_argument("--storage", default=DEFAULT_STORAGE, type=Path,
+                         help=f"the folder the sweeps were started with --storage in (default {DEFAULT_STORAGE})")
+    listing.set_defaults(run=cmd_list)
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from tuning.sweep.listing import summarise
+
+    if not args.storage.is_dir():
+        raise UsageError(f"--storage {args.storage}: no such folder; pass the --storage the sweeps were started "
+                         f"with (default {DEFAULT_STORAGE})")
+    folders = sorted(p.parent for p in args.storage.glob("*/sweep.json"))
+    if not folders:
+        print(f"no sweeps in {args.storage}; start one with `mamba-tune sweep --storage {args.storage} ...`")
+        return 0
+    rows = []
+    for folder in folders:
+        try:
+            s = summarise(folder)
+        except (OSError, ValueError, KeyError, TypeError, InputError) as exc:
+            rows.append(("", folder.name, f"unreadable ({str(exc).splitlines()[0]})", "", "", ""))
+            continue
+        state = f"{s.state} ({s.driver})" if s.driver else s.state
+        rows.append((s.started, s.name, state, f"{s.finished}/{s.trials}", _loss(s.best_val_loss),
+                     _loss(s.test_loss)))
+    print(f"{'name':<20} {'state':<24} {'trials':>7} {'best val':>9} {'test':>9}  started (UTC)")
+    for started, name, state, trials, val, test in sorted(rows):
+        print(f"{name:<20} {state:<24} {trials:>7} {val:>9} {test:>9}  {started.replace('T', ' ')[:19]}")
+    return 0
+
+
+def _loss(value: float) -> str:
+    return "-" if math.isnan(value) else f"{value:.4f}"

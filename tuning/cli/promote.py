@@ -1,0 +1,50 @@
+"""`mamba-tune promote MODEL --data BARS`: challenger against champion on new bars (tuning/tracking/promotion.py)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from tuning.cli.help import subcommand
+
+
+def add_command(commands: argparse._SubParsersAction) -> None:
+    promote = subcommand(
+        commands, "promote", "make the better of MODEL@challenger and MODEL@champion the champion",
+        ("mamba-tune promote mamba-forecaster --data runs/new-bars.parquet",
+         "mamba-tune promote mamba-forecaster --data new.parquet --tracking-uri http://mlflow:5000"),
+        "Score MODEL@challenger and MODEL@champion on bars that came after the data of both, next to HAR and "
+        "persistence on the same samples; move @champion to the challenger when it is better (or when there is "
+        "no champion yet); record the comparison as a run of the experiment production. Exit 0 whichever wins.")
+    promote.add_argument("model", help="the registered model's name")
+    promote.add_argument("--data", required=True, type=Path, help="Parquet file of bars after those both "
+                         "versions trained on")
+    promote.add_argument("--tracking-uri", help="the MLflow store of the registry (default: MLFLOW_TRACKING_URI, "
+                         "else the embedded store in runs/mlflow)")
+    promote.add_argument("--experiment", metavar="NAME", help="MLflow experiment of the comparison run (default "
+                         "production)")
+    promote.set_defaults(run=cmd_promote)
+
+
+def cmd_promote(args: argparse.Namespace) -> int:
+    from model.bars import read_bars
+    from tuning.tracking.promotion import CHALLENGER, CHAMPION, promote, verdict_line
+    from tuning.tracking.registry import DEFAULT_EXPERIMENT, check_model_name
+    from tuning.tracking.store import open_store, resolve_store
+
+    check_model_name(args.model)
+    bars = read_bars(args.data)
+    store = resolve_store(args.tracking_uri)
+    open_store(store)
+    verdict = promote(store, args.model, bars, args.experiment or DEFAULT_EXPERIMENT)
+    losses, c = verdict.comparison.losses, verdict.comparison
+    print(f"{args.model} on {len(c.scored):,} samples of {args.data} (HAR fitted on the {c.n_fit:,} before them), "
+          f"MSE in {verdict.challenger.target} units:")
+    versions = {CHALLENGER: verdict.challenger, CHAMPION: verdict.champion}
+    for label in (CHALLENGER, CHAMPION, "har", "persistence"):
+        if label in losses:
+            which = f" (version {versions[label].version})" if label in versions else ""
+            print(f"  {label + which:<26} {losses[label]:.6g}")
+    print(verdict_line(verdict, args.model))
+    print(f"recorded: run {verdict.run_id} (experiment {args.experiment or DEFAULT_EXPERIMENT}) in {store.describe()}")
+    return 0

@@ -1,0 +1,55 @@
+"""The sweep's figures as the CLI prints them: the leaderboard, the finalists, the one look at the test segment."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from tuning.cli.figures import finite, one_look_line, ratio
+from tuning.search.finalists import finalist_scores
+from tuning.search.ledger import TrialRecord, leaderboard
+from tuning.sweep_files import TEST_LOOK
+
+
+def print_leaderboard(records: list[TrialRecord]) -> None:
+    if not records:
+        print("no trial has finished")
+        return
+    print(f"{'rank':<5}{'trial':<14}{'lr':>9}{'wd':>9}{'batch':>7}  {'ended':<14}{'best val':>9}{'@':>4}"
+          f"{'vs E0':>8}{'vs HAR':>8}{'vs pers.':>9}")
+    for rank, r in enumerate(leaderboard(records), start=1):
+        p = r.params
+        gain = f"{1 - r.best_val_loss / r.e0_val_loss:+.1%}" if finite(r.best_val_loss, r.e0_val_loss) else "n/a"
+        har, pers = (ratio(r.best_val_loss, baseline) for baseline in (r.baseline_har, r.baseline_persistence))
+        ended = f"{r.stop_reason}@{r.stop_epoch}"
+        print(f"{rank:<5}{short(r.trial_id):<14}{p.get('learning_rate', math.nan):>9.2e}"
+              f"{p.get('weight_decay', math.nan):>9.2e}{p.get('batch_size', '-'):>7}  "
+              f"{ended:<14}{r.best_val_loss:>9.4f}{r.best_epoch:>4}{gain:>8}{har:>8}{pers:>9}")
+
+
+def short(trial_id: str) -> str:
+    return trial_id[-12:]
+
+
+def print_finalists(records: list[TrialRecord], space: Any) -> None:
+    """Each finalist's mean best val_loss over its seeds and folds, the winner first (nothing without confirm)."""
+    scores = finalist_scores(records, space.confirm) if space.confirm is not None else []
+    if not scores:
+        return
+    seeds = ", ".join(str(s) for s in (space.run.train.seed, *space.confirm.seeds))
+    print(f"\nfinalists (confirm: top {space.confirm.top_k}; seeds {seeds}; {space.confirm.folds} fold(s)):")
+    for rank, s in enumerate(scores, start=1):
+        p = s.record.params
+        print(f"{rank:<3}{short(s.record.trial_id):<14}lr {p.get('learning_rate', math.nan):.2e}  "
+              f"wd {p.get('weight_decay', math.nan):.2e}  batch {p.get('batch_size', '-'):<5}  "
+              f"val {s.mean:.4f} +- {s.std:.4f} (n={s.n})  search alone {s.record.best_val_loss:.4f}")
+
+
+def print_test_look(test: dict[str, Any] | None, folder: Path) -> None:
+    """The winner's one look at the test segment, or why there is none."""
+    if test is None:
+        print("test: none (no test segment, or the winner's checkpoint is gone)")
+        return
+    scored = f"trial {test['trial_id']}, best.pt of epoch {test['best_epoch']}"
+    print(f"test: {one_look_line(test, scored)}; in {folder / TEST_LOOK} (looked at once, after the winner was chosen)")

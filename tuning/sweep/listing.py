@@ -1,0 +1,51 @@
+"""`mamba-tune list`: the sweeps in a storage folder, read from their files alone (no Ray, no MLflow).
+
+A sweep's state: running (a live driver, tuning/sweep/driver_mark.py), finished (every search
+trial and confirmation run recorded) or interrupted (neither: `resume` continues it).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from tuning.search.finalists import SEARCH, pending_runs, winner
+from tuning.search.ledger import Ledger
+from tuning.search.space import parse_space
+from tuning.sweep.driver_mark import running_driver
+from tuning.sweep.manifest import SweepManifest
+from tuning.sweep.one_look import read_test_look
+from tuning.sweep_files import LEDGER, MANIFEST
+
+RUNNING, FINISHED, INTERRUPTED = "running", "finished", "interrupted"
+
+
+@dataclass(frozen=True)
+class SweepSummary:
+    name: str
+    state: str  # RUNNING, FINISHED or INTERRUPTED
+    driver: str | None  # "pid N" while running
+    finished: int  # search trials in the ledger
+    trials: int  # asked for
+    best_val_loss: float  # the winner's (nan before a trial completed)
+    test_loss: float  # the winner's one look at the test segment (nan before it)
+    started: str  # ISO time, UTC
+
+
+def summarise(folder: Path) -> SweepSummary:
+    """The sweep in `folder` (which holds its sweep.json) as `list` shows it."""
+    manifest = SweepManifest.from_dict(json.loads((folder / MANIFEST).read_text()))
+    space = parse_space(manifest.space, str(folder / MANIFEST))
+    records = list(Ledger(folder / LEDGER).records.values())
+    searched = sum(r.stage == SEARCH for r in records)
+    pending = pending_runs(records, space.confirm, space.run.train.seed) if space.confirm is not None else []
+    driver = running_driver(folder)
+    state = RUNNING if driver else FINISHED if searched >= manifest.trials and not pending else INTERRUPTED
+    best = winner(records, space.confirm)
+    test = read_test_look(folder)
+    test_loss = test["test_loss"] if test is not None and best is not None and test["trial_id"] == best.trial_id \
+        else math.nan
+    return SweepSummary(manifest.name, state, driver, searched, manifest.trials,
+                        best.best_val_loss if best is not None else math.nan, test_loss, manifest.created)

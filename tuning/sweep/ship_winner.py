@@ -1,0 +1,50 @@
+"""`best --register`: the sweep's winner shipped as it was trained, without training it again.
+
+The confirmed winner's own trial (its base seed, fold 1) left a best.pt in Ray Train's storage; it
+becomes a new version of a registered model, the same pyfunc `train --register` logs, in a run
+whose tags say where it came from: the sweep, the trial, the data (path and digest), its
+validation loss and, after the sweep's one look, its test loss.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tuning.errors import UsageError
+from tuning.search.ledger import TrialRecord
+from tuning.search.recipe import TrainingRecipe
+from tuning.sweep.manifest import SweepManifest
+from tuning.sweep.one_look import read_test_look
+from tuning.sweep.trial_files import final_checkpoint, read_history, stage_best, storage_filesystem
+from tuning.tracking.lineage import file_digest
+from tuning.tracking.registry import Shipment
+
+
+def stage_winner(folder: Path, manifest: SweepManifest, winner: TrialRecord, config: TrainingRecipe,
+                 config_file: Path, staging: Path) -> Shipment:
+    """Copy the winner's best.pt and history into `staging`; -> what to register. A UsageError when the
+    trial's checkpoints are gone."""
+    if not Path(manifest.data).is_file():
+        raise UsageError(f"{manifest.data}: the bars sweep {manifest.name!r} ran on are gone, and the model is "
+                         "registered with its data's digest and an input example from them; restore the file")
+    fs = storage_filesystem(manifest.ray_storage)
+    train_storage = f"{manifest.ray_storage.rstrip('/')}/{manifest.name}/train"
+    checkpoint, history = final_checkpoint(fs, None, train_storage, winner.trial_id, winner.stop_epoch)
+    best = stage_best(fs, train_storage, winner.trial_id, winner.best_epoch, checkpoint, staging / "best.pt")
+    if best is None:
+        raise UsageError(f"trial {winner.trial_id} of sweep {manifest.name!r} has no best.pt left in "
+                         f"{train_storage}; train its configuration with `mamba-tune train --config {config_file}` "
+                         "and register that with --register")
+    metrics = staging / "metrics.json"
+    metrics.write_text(json.dumps(history or read_history(fs, checkpoint), indent=1))
+    tags = {"mamba_tune.role": "sweep-winner", "mamba_tune.sweep": manifest.name,
+            "mamba_tune.sweep_id": manifest.sweep_id, "mamba_tune.trial": winner.trial_id,
+            "mamba_tune.data": manifest.data, "mamba_tune.data_digest": file_digest(Path(manifest.data)),
+            "mamba_tune.best_epoch": str(winner.best_epoch), "mamba_tune.val_loss": f"{winner.best_val_loss:.6g}"}
+    test = read_test_look(folder)
+    if test is not None and test["trial_id"] == winner.trial_id:
+        tags["mamba_tune.test_loss"] = f"{test['test_loss']:.6g}"
+        tags["mamba_tune.test_baseline_har"] = f"{test['baseline_har']:.6g}"
+    return Shipment(config, Path(manifest.data), best, (config_file, metrics), json.loads(metrics.read_text()),
+                    winner.best_epoch, f"sweep {manifest.name} winner {winner.trial_id}", tags)

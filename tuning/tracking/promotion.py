@@ -1,0 +1,173 @@
+"""`promote`: the registered model's challenger against its champion on new bars; the better one is the champion.
+
+    MODEL@challenger, MODEL@champion   the versions compared (a champion is optional: the first promote makes one)
+    the bars                            must start after the last bar of every file either version trained on
+    the comparison                      model/comparison.py: both models, HAR and persistence on the same samples
+    the record                          a run in the experiment `production`: params (versions, bars), metrics
+                                        (mse_challenger, mse_champion, mse_har, mse_persistence, n_scored), the bars as
+                                        its evaluation dataset, a PNG of both forecasts against the target
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from model.bars import Bars
+from model.comparison import Comparison, compare_forecasts
+from tuning.errors import UsageError
+from tuning.tracking.lineage import bars_input, dataset_input
+from tuning.tracking.registry import DEFAULT_EXPERIMENT, LAST_BAR_TAG, bars_frame, mlflow_settings
+from tuning.tracking.store import TrackingStore
+
+CHAMPION, CHALLENGER = "champion", "challenger"
+
+
+@dataclass(frozen=True)
+class Contender:
+    alias: str
+    version: str
+    run_id: str
+    target: str
+    horizon: int
+    last_bar: int  # ns
+
+
+@dataclass(frozen=True)
+class Verdict:
+    challenger: Contender
+    champion: Contender | None
+    comparison: Comparison
+    promoted: bool
+    run_id: str
+
+
+def contenders(client: Any, name: str) -> tuple[Contender, Contender | None]:
+    """MODEL@challenger (required) and MODEL@champion (None before the first promote)."""
+    from mlflow.exceptions import MlflowException
+
+    found = {}
+    for alias in (CHALLENGER, CHAMPION):
+        try:
+            version = client.get_model_version_by_alias(name, alias)
+        except MlflowException:
+            continue
+        params = client.get_run(version.run_id).data.params
+        if LAST_BAR_TAG not in version.tags:
+            raise UsageError(f"{name}@{alias} (version {version.version}) does not say which bars it trained on (no "
+                             f"{LAST_BAR_TAG} tag: registered by an older mamba-tune); register it again")
+        found[alias] = Contender(alias, version.version, version.run_id, params["data.target"],
+                                 int(params["data.horizon"]), int(version.tags[LAST_BAR_TAG]))
+    if CHALLENGER not in found:
+        raise UsageError(f"model {name!r} has no version aliased {CHALLENGER}; register one with `mamba-tune best "
+                         f"SWEEP --register {name}` (or train --register and --alias)")
+    challenger, champion = found[CHALLENGER], found.get(CHAMPION)
+    if champion is not None and (champion.target, champion.horizon) != (challenger.target, challenger.horizon):
+        raise UsageError(f"{name}@{CHALLENGER} forecasts {challenger.target} over {challenger.horizon} bars and "
+                         f"@{CHAMPION} {champion.target} over {champion.horizon}: they cannot be compared; register "
+                         "a challenger with the champion's target and horizon")
+    return challenger, champion
+
+
+def require_new_bars(bars: Bars, name: str, *versions: Contender | None) -> None:
+    """The bars must start after the last bar any of `versions` trained on."""
+    for v in versions:
+        if v is not None and bars.timestamp[0] <= v.last_bar:
+            raise UsageError(f"--data {bars.path}: its first bar ({_when(bars.timestamp[0])}) is not after the last "
+                             f"bar {name}@{v.alias} (version {v.version}) trained on ({_when(v.last_bar)}); promote on "
+                             "bars that came after the data of both models")
+
+
+def promote(store: TrackingStore, name: str, bars: Bars, experiment: str = DEFAULT_EXPERIMENT) -> Verdict:
+    """Compare, record the comparison run, and move @champion to the challenger when it is better (or when
+    there is no champion)."""
+    import mlflow
+
+    client = store.client()
+    challenger, champion = contenders(client, name)
+    require_new_bars(bars, name, challenger, champion)
+    frame = bars_frame(bars)
+    forecasts = {}
+    with mlflow_settings(store.uri):
+        for v in (challenger, champion):
+            if v is not None:
+                predicted = mlflow.pyfunc.load_model(f"models:/{name}/{v.version}").predict(frame)
+                forecasts[v.alias] = (predicted["timestamp"].to_numpy().astype("datetime64[ns]").view(np.int64),
+                                      predicted["prediction"].to_numpy(np.float64))
+    try:
+        comparison = compare_forecasts(bars, challenger.target, challenger.horizon, forecasts)
+    except ValueError as exc:
+        raise UsageError(f"--data {bars.path}: {exc}; give more bars") from None
+    promoted = champion is None or comparison.losses[CHALLENGER] < comparison.losses[CHAMPION]
+    run_id = _record(store, client, name, experiment, bars, challenger, champion, comparison, promoted)
+    if promoted:
+        client.set_registered_model_alias(name, CHAMPION, challenger.version)
+    return Verdict(challenger, champion, comparison, promoted, run_id)
+
+
+def _record(store: TrackingStore, client: Any, name: str, experiment: str, bars: Bars, challenger: Contender,
+            champion: Contender | None, comparison: Comparison, promoted: bool) -> str:
+    from mlflow.entities import Metric, Param, RunTag
+
+    experiment_id = store.experiment_id(client, experiment)
+    run = client.create_run(experiment_id, run_name=f"promote {name}", tags={
+        "mamba_tune.role": "promote", "mamba_tune.model": name, "mamba_tune.promoted": str(promoted)})
+    run_id = run.info.run_id
+    params = {"model": name, "challenger_version": challenger.version, "data": str(Path(bars.path).resolve()),
+              "champion_version": champion.version if champion else "none", "n_har_fit": str(comparison.n_fit),
+              "target": challenger.target, "horizon": str(challenger.horizon)}
+    now = int(datetime.now(timezone.utc).timestamp() * 1000)
+    metrics = [Metric(f"mse_{k}", v, now, 0) for k, v in comparison.losses.items()]
+    metrics.append(Metric("n_scored", float(len(comparison.scored)), now, 0))
+    client.log_batch(run_id, metrics=metrics, params=[Param(k, v) for k, v in params.items()],
+                     tags=[RunTag("mlflow.note.content", _verdict_line(name, challenger, champion, promoted))])
+    client.log_inputs(run_id, [dataset_input(bars_input(bars.path), "evaluation")])
+    with tempfile.TemporaryDirectory(prefix="mamba-tune-promote-") as folder:
+        plot = _forecast_plot(bars, comparison, name, Path(folder) / "forecasts.png")
+        client.log_artifact(run_id, str(plot))
+    client.set_terminated(run_id, "FINISHED")
+    return run_id
+
+
+def _verdict_line(name: str, challenger: Contender, champion: Contender | None, promoted: bool) -> str:
+    if champion is None:
+        return f"{name} version {challenger.version} is the champion: there was none"
+    if promoted:
+        return f"{name} version {challenger.version} (challenger) beat version {champion.version}: now the champion"
+    return f"{name} version {champion.version} stays the champion: version {challenger.version} did not beat it"
+
+
+def verdict_line(v: Verdict, name: str) -> str:
+    return _verdict_line(name, v.challenger, v.champion, v.promoted)
+
+
+def _forecast_plot(bars: Bars, comparison: Comparison, name: str, path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    times = bars.timestamp[comparison.scored].astype("datetime64[ns]")
+    fig, ax = plt.subplots(figsize=(10, 4.5))
+    ax.plot(times, comparison.target, c="k", lw=1.2, label="target")
+    for label in (CHAMPION, CHALLENGER, "har"):
+        if label in comparison.forecasts:
+            ax.plot(times, comparison.forecasts[label], lw=1, alpha=0.85,
+                    label=f"{label} (MSE {comparison.losses[label]:.4g})")
+    ax.set_title(f"{name}: forecasts on {len(comparison.scored)} new samples")
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.autofmt_xdate()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def _when(ns: int) -> str:
+    return datetime.fromtimestamp(int(ns) / 1e9, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
