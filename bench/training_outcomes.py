@@ -161,6 +161,38 @@ def precision_and_micro_batches(folder: Path) -> list[dict[str, Any]]:
                     abs(vals(split)[-1] / vals(whole)[-1] - 1), 1e-4)]
 
 
+def promotion(folder: Path) -> list[dict[str, Any]]:
+    """tests/tuning/tracking/test_promote.py: on the later bars, the trained version (lr 3e-3) beats the barely
+    trained one (lr 1e-7) as `promote` scores them (their pyfunc's forecasts, MSE on the second half)."""
+    from types import SimpleNamespace
+
+    from model.bars import read_bars
+    from model.comparison import compare_forecasts
+    from tests.tuning.tracking.test_promote import TINY, later_bars
+    from tuning.search.recipe import TrainingRecipe
+    from tuning.tracking.pyfunc_model import BarsForecaster
+    from tuning.tracking.registry import bars_frame
+
+    torch.set_num_threads(os.cpu_count() or 1)  # as `train` runs without --threads
+    pq.write_table(synth_bars(1500, seed=0), folder / "promote.parquet")
+    recipe = TrainingRecipe.from_dict(TINY)
+    data = load_dataset(folder / "promote.parquet", recipe.data)
+    new = read_bars(later_bars(folder / "later.parquet", 800, seed=5, days=60))
+    forecasts = {}
+    for name, lr in (("barely", 1e-7), ("trained", 3e-3)):
+        out = folder / name
+        out.mkdir()
+        fit(dataclasses.replace(recipe.train, lr=lr), recipe.model, data, checkpoint_dir=out)
+        model = BarsForecaster()
+        model.load_context(SimpleNamespace(artifacts={"checkpoint": str(out / "best.pt")}))
+        predicted = model.predict(None, bars_frame(new))
+        forecasts[name] = (predicted["timestamp"].to_numpy().astype("datetime64[ns]").view("int64"),
+                           predicted["prediction"].to_numpy("float64"))
+    losses = compare_forecasts(new, recipe.data.target, recipe.data.horizon, forecasts).losses
+    return [outcome("tests/tuning/tracking/test_promote.py", "trained MSE / barely trained MSE",
+                    losses["trained"] / losses["barely"], 1.0)]
+
+
 def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
@@ -170,7 +202,7 @@ def main() -> None:
         load_data = load_dataset(bars, DataConfig(**space_values(**LOAD_SPACE)["run"]["data"]))
         records = [*session_sweep(sweep_data), *reproduction(sweep_data), *worker_fault_trial(sweep_data),
                    *diverging(sweep_data), *load_trials(load_data), *short_fit(folder),
-                   *precision_and_micro_batches(folder)]
+                   *precision_and_micro_batches(folder), *promotion(folder)]
     kernels = {name: os.environ.get(name, "") for name in ("ATEN_CPU_CAPABILITY", "MKL_CBWR")}
     print(json.dumps({"kernels": kernels, "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
                       "all_hold": all(r["holds"] is not False for r in records), "outcomes": records}, indent=1))

@@ -56,11 +56,16 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     _storage_and_address(sweep)
     sweep.set_defaults(run=cmd_sweep)
 
-    resume = subcommand(commands, "resume", "continue an interrupted sweep",
-                         ("mamba-tune resume smoke", "mamba-tune resume smoke --storage /shared/sweeps"),
+    resume = subcommand(commands, "resume", "continue an interrupted sweep, or extend one by more trials",
+                         ("mamba-tune resume smoke", "mamba-tune resume smoke --storage /shared/sweeps",
+                          "mamba-tune resume smoke --trials 12  # 12 search trials in all"),
                          "Continue an interrupted sweep where it stopped: finished trials are kept, interrupted "
-                         "ones resume from their last checkpoint, the same Optuna study and MLflow runs go on.")
+                         "ones resume from their last checkpoint, the same Optuna study and MLflow runs go on. "
+                         "With --trials N, a sweep (finished or not) goes on to N search trials: TPE learns from "
+                         "every trial the study holds, ASHA's rungs hold every trial run so far.")
     resume.add_argument("name", help="the sweep's name")
+    resume.add_argument("--trials", type=int, help="search trials in all, more than the sweep has asked for "
+                        "(default: those it asked for)")
     _storage_and_address(resume)
     resume.set_defaults(run=cmd_resume)
 
@@ -131,9 +136,17 @@ def cmd_resume(args: argparse.Namespace) -> int:
     from tuning.cluster.shared_storage import check_shared
     from tuning.sweep import session
     from tuning.sweep.confirmation import confirmation_runs
+    from tuning.sweep.driver_mark import running_driver
 
     paths = session.sweep_paths(args.storage, args.name)
     paths, manifest, space, data = session.load_for_resume(paths)
+    if driver := running_driver(paths.folder):
+        raise UsageError(f"sweep {args.name!r} is running ({driver}); wait for it to end, or stop it, then resume")
+    if args.trials is not None and args.trials < manifest.trials:
+        raise UsageError(f"--trials {args.trials} is fewer than the {manifest.trials} trials sweep {args.name!r} has "
+                         "asked for; a sweep is extended, never cut: give more, or leave --trials out")
+    if args.trials is not None and args.trials > manifest.trials:
+        manifest = session.extend(paths, manifest, args.trials)  # kept before anything runs
     store = resolve_store(args.tracking_uri or manifest.tracking_uri)
     finished = Ledger(paths.folder / LEDGER).records
     searched_all = sum(r.stage == SEARCH for r in finished.values()) >= manifest.trials
@@ -199,7 +212,7 @@ def _run_sweep(session: Any, paths: Any, space: Any, data: Any, manifest: SweepM
     handler = progress.attach()
     try:
         opened = session.open_tracking(store, client, paths, manifest, space, data, plan)
-        outcome = session.run(paths, space, data, trials, plan, opened, resume=resume)
+        outcome = session.run(paths, space, data, trials, plan, opened, resume=resume, stages=manifest.trial_stages)
     finally:
         progress.detach(handler)
     _unsent(outcome.tracking_unsent)

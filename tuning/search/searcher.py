@@ -38,15 +38,17 @@ def optuna_space(space: SweepSpace) -> dict[str, Any]:
             else FloatDistribution(spec.low, spec.high, log=spec.log) for key, spec in space.search.items()}
 
 
-def make_searcher(space: SweepSpace, storage_url: str, study_name: str) -> StateAwareOptunaSearch:
-    """Seeded TPE over the space; the `initial` points are evaluated first."""
+def make_searcher(space: SweepSpace, storage_url: str, study_name: str, initial: bool = True) -> StateAwareOptunaSearch:
+    """Seeded TPE over the space; the `initial` points are evaluated first (unless `initial` is False: an
+    extension of a sweep, whose study holds them already and whose TPE learns from every trial it holds)."""
     sampler = optuna.samplers.TPESampler(
         seed=space.seed, n_startup_trials=max(2, min(10, space.trials // 4)),
         multivariate=True, constant_liar=True,  # several trials run at once: do not sample the same point twice
     )
     return StateAwareOptunaSearch(
         space=optuna_space(space), metric="val_loss", mode="min", sampler=sampler, study_name=study_name,
-        storage=optuna.storages.RDBStorage(storage_url), points_to_evaluate=[dict(p) for p in space.initial] or None,
+        storage=optuna.storages.RDBStorage(storage_url),
+        points_to_evaluate=([dict(p) for p in space.initial] or None) if initial else None,
         space_config=space,
     )
 

@@ -2,7 +2,8 @@
 
 The file is JSON with these keys (`sweep_id`, `tracking_uri` and `memory_probe` are absent
 from files written by older versions: the id is then the creation time, the store the
-default one, and there was no probe).
+default one, and there was no probe; `stages` is there once `resume --trials` extended the
+sweep: the trials asked for by the first run and by each extension, cumulative).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ class SweepManifest:
     created: str  # ISO time, UTC, seconds
     sweep_id: str  # tags the sweep's MLflow runs: a sweep started again under the same name gets its own
     memory_probe: dict[str, Any] | None = None  # tuning/sweep/memory_probe.py's ProbeResult.to_dict(), when one ran
+    stages: tuple[int, ...] = ()  # cumulative trials of the first run and each `resume --trials`; () = (trials,)
 
     @classmethod
     def new(cls, name: str, data_path: Path, space: dict[str, Any], trials: int, ray_storage: str,
@@ -38,11 +40,22 @@ class SweepManifest:
     def from_dict(cls, values: dict[str, Any]) -> SweepManifest:
         known = {f.name for f in dataclasses.fields(cls)}
         values = {k: v for k, v in values.items() if k in known}
-        return cls(**{"tracking_uri": None, **values, "sweep_id": values.get("sweep_id") or values["created"]})
+        return cls(**{"tracking_uri": None, **values, "sweep_id": values.get("sweep_id") or values["created"],
+                      "stages": tuple(values.get("stages") or ())})
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object of sweep.json, in the key order earlier versions wrote."""
         values = {"name": self.name, "sweep_id": self.sweep_id, "data": self.data, "space": self.space,
                   "trials": self.trials, "ray_storage": self.ray_storage, "tracking_uri": self.tracking_uri,
                   "data_identity": self.data_identity, "created": self.created}
-        return {**values, **({"memory_probe": self.memory_probe} if self.memory_probe else {})}
+        return {**values, **({"memory_probe": self.memory_probe} if self.memory_probe else {}),
+                **({"stages": list(self.stages)} if len(self.stages) > 1 else {})}
+
+    @property
+    def trial_stages(self) -> tuple[int, ...]:
+        """The cumulative trials of each Tune experiment of the search: (5,), or (5, 8) once extended to 8."""
+        return self.stages or (self.trials,)
+
+    def extended(self, trials: int) -> SweepManifest:
+        """The manifest of the sweep extended to `trials` search trials (more than it has)."""
+        return dataclasses.replace(self, trials=trials, stages=(*self.trial_stages, trials))

@@ -133,6 +133,14 @@ def write_manifest(paths: SweepPaths, data_path: Path, space_values: dict[str, A
     return manifest
 
 
+def extend(paths: SweepPaths, manifest: SweepManifest, trials: int) -> SweepManifest:
+    """The sweep asked for `trials` search trials from now on, kept in sweep.json before anything runs (so an
+    interrupted extension resumes as one)."""
+    extended = manifest.extended(trials)
+    write_text_atomic(paths.folder / MANIFEST, json.dumps(extended.to_dict(), indent=1))
+    return extended
+
+
 def read_manifest(paths: SweepPaths) -> SweepManifest:
     if not (paths.folder / MANIFEST).exists():
         raise UsageError(f"no sweep named {paths.name!r} in {paths.folder.parent}; list them with "
@@ -257,14 +265,16 @@ def send_pending(store: TrackingStore, client: Any, paths: SweepPaths, manifest:
 
 
 def run(paths: SweepPaths, space: SweepSpace, data: Dataset, trials: int, plan: TrialPlan,
-        tracking: SweepTracking, resume: bool = False) -> SweepOutcome:
-    """Run (or continue) the sweep until every trial has ended or it is interrupted; log it all to MLflow."""
+        tracking: SweepTracking, resume: bool = False, stages: tuple[int, ...] | None = None) -> SweepOutcome:
+    """Run (or continue) the sweep until every trial has ended or it is interrupted; log it all to MLflow.
+
+    `stages`: the cumulative trials of the first Tune experiment and of each extension (`resume --trials`),
+    each run (or restored) in turn; (trials,) by default."""
     start, complete, test = time.perf_counter(), False, None
     ACTIVE[active_key(paths.folder / LEDGER)] = tracking
     try:
         setup = _trial_setup(paths, space, data, plan)
-        results = _fit(paths, space, setup, trials, plan, tracking, resume)
-        complete = len(results) >= trials and results.num_terminated + results.num_errors == len(results)
+        complete = _search(paths, space, setup, stages or (trials,), plan, resume)
         if complete:
             end_lost_trials(paths)
             complete = run_confirmation(paths.folder / LEDGER, space, setup, plan, data.summary["path"],
@@ -328,26 +338,46 @@ def _trial_setup(paths: SweepPaths, space: SweepSpace, data: Dataset, plan: Tria
                       finished={k: r.final_result() for k, r in Ledger(paths.folder / LEDGER).records.items()})
 
 
-def _fit(paths: SweepPaths, space: SweepSpace, setup: TrialSetup, trials: int, plan: TrialPlan,
-         tracking: SweepTracking, resume: bool) -> ray.tune.ResultGrid:
+def _search(paths: SweepPaths, space: SweepSpace, setup: TrialSetup, stages: tuple[int, ...], plan: TrialPlan,
+            resume: bool) -> bool:
+    """The search's Tune experiments in turn: `tune/` for the first stage's trials, `tune-to-N/` for the trials an
+    extension to N adds (the same study, ledger and scheduler's rungs); True when every trial of each has ended."""
+    done = 0
+    for stage, target in enumerate(stages):
+        name = TUNE_DIR if stage == 0 else f"{TUNE_DIR}-to-{target}"
+        results = _fit(paths, space, setup, name, target - done, plan, resume=resume or stage > 0,
+                       first=stage == 0)
+        if not (len(results) >= target - done and results.num_terminated + results.num_errors == len(results)):
+            return False
+        done = target
+    return True
+
+
+def _fit(paths: SweepPaths, space: SweepSpace, setup: TrialSetup, name: str, trials: int, plan: TrialPlan,
+         resume: bool, first: bool) -> ray.tune.ResultGrid:
+    """Run the Tune experiment `name` of `trials` search trials, or restore it (resume) and run what is left.
+
+    An extension's experiment (not `first`) is restored when it was started, else started: without the
+    space's initial points, which the first one evaluated."""
     trainable = ray.tune.with_resources(ray.tune.with_parameters(run_trial, setup=setup), TRIAL_DRIVER_RESOURCES)
-    if resume:
-        if not ray.tune.Tuner.can_restore(paths.experiment):
+    experiment = f"{paths.sweep_storage}/{name}"
+    if resume and (first or ray.tune.Tuner.can_restore(experiment)):
+        if not ray.tune.Tuner.can_restore(experiment):
             raise UsageError(f"sweep {paths.name!r} was stopped before Ray Tune saved its state, so there is "
                              f"nothing to resume; remove {paths.folder} and start it again")
-        tuner = ray.tune.Tuner.restore(paths.experiment, trainable, resume_unfinished=True, resume_errored=False)
+        tuner = ray.tune.Tuner.restore(experiment, trainable, resume_unfinished=True, resume_errored=False)
     else:
         tuner = ray.tune.Tuner(
             trainable,
             tune_config=ray.tune.TuneConfig(
-                search_alg=make_searcher(space, paths.study_url, paths.name),
+                search_alg=make_searcher(space, paths.study_url, paths.name, initial=first),
                 scheduler=GatedASHA(space.scheduler, space.gate, curves=SweepCurves(
                     paths.folder / LEDGER, paths.ray_storage, f"{paths.sweep_storage}/train")),
                 num_samples=trials,
                 max_concurrent_trials=plan.concurrency,
                 reuse_actors=False),  # a stopped trial's thread is still in TorchTrainer.fit: no reuse
             run_config=ray.tune.RunConfig(
-                name=TUNE_DIR, storage_path=paths.sweep_storage, verbose=0,
+                name=name, storage_path=paths.sweep_storage, verbose=0,
                 callbacks=[SweepCallback(paths.folder / LEDGER, space, paths.ray_storage)]),
         )
     return tuner.fit()

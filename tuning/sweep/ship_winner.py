@@ -19,6 +19,8 @@ from tuning.sweep.one_look import read_test_look
 from tuning.sweep.trial_files import final_checkpoint, read_history, stage_best, storage_filesystem
 from tuning.tracking.lineage import file_digest
 from tuning.tracking.registry import Shipment
+from tuning.tracking.runs import find_sweep_run
+from tuning.tracking.store import resolve_store
 
 
 def stage_winner(folder: Path, manifest: SweepManifest, winner: TrialRecord, config: TrainingRecipe,
@@ -47,4 +49,15 @@ def stage_winner(folder: Path, manifest: SweepManifest, winner: TrialRecord, con
         tags["mamba_tune.test_loss"] = f"{test['test_loss']:.6g}"
         tags["mamba_tune.test_baseline_har"] = f"{test['baseline_har']:.6g}"
     return Shipment(config, Path(manifest.data), best, (config_file, metrics), json.loads(metrics.read_text()),
-                    winner.best_epoch, f"sweep {manifest.name} winner {winner.trial_id}", tags)
+                    winner.best_epoch, f"sweep {manifest.name} winner {winner.trial_id}", tags,
+                    _description(manifest, winner))
+
+
+def _description(manifest: SweepManifest, winner: TrialRecord) -> str:
+    """The version's description: the trial it is, and a link to its sweep's MLflow run."""
+    store = resolve_store(manifest.tracking_uri)
+    found = find_sweep_run(store, manifest.name, manifest.sweep_id)
+    where = (f"its sweep's run: [{found[1]}](#/experiments/{found[0]}/runs/{found[1]}) in {store.uri}"
+             if found else f"its sweep's run is in the experiment {manifest.name} of {store.uri}")
+    return (f"Trial {winner.trial_id}, the winner of sweep {manifest.name}, as it was trained (best.pt of epoch "
+            f"{winner.best_epoch}, val_loss {winner.best_val_loss:.4f}); {where}.")

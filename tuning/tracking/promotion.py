@@ -124,12 +124,16 @@ def _record(store: TrackingStore, client: Any, name: str, experiment: str, bars:
     now = int(datetime.now(timezone.utc).timestamp() * 1000)
     metrics = [Metric(f"mse_{k}", v, now, 0) for k, v in comparison.losses.items()]
     metrics.append(Metric("n_scored", float(len(comparison.scored)), now, 0))
-    client.log_batch(run_id, metrics=metrics, params=[Param(k, v) for k, v in params.items()],
-                     tags=[RunTag("mlflow.note.content", _verdict_line(name, challenger, champion, promoted))])
-    client.log_inputs(run_id, [dataset_input(bars_input(bars.path), "evaluation")])
-    with tempfile.TemporaryDirectory(prefix="mamba-tune-promote-") as folder:
-        plot = _forecast_plot(bars, comparison, name, Path(folder) / "forecasts.png")
-        client.log_artifact(run_id, str(plot))
+    try:
+        client.log_batch(run_id, metrics=metrics, params=[Param(k, v) for k, v in params.items()],
+                         tags=[RunTag("mlflow.note.content", _verdict_line(name, challenger, champion, promoted))])
+        client.log_inputs(run_id, [dataset_input(bars_input(bars.path), "evaluation")])
+        with tempfile.TemporaryDirectory(prefix="mamba-tune-promote-") as folder:
+            plot = _forecast_plot(bars, comparison, name, Path(folder) / "forecasts.png")
+            client.log_artifact(run_id, str(plot))
+    except BaseException:
+        client.set_terminated(run_id, "FAILED")  # the aliases stay as they were: nothing was promoted
+        raise
     client.set_terminated(run_id, "FINISHED")
     return run_id
 

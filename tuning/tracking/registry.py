@@ -84,6 +84,7 @@ class Shipment:
     best_epoch: int
     run_name: str
     tags: dict[str, str]  # on the run and on the model version
+    description: str | None = None  # the model version's (markdown)
 
 
 def register_run(store: TrackingStore, experiment: str, model_name: str, config: TrainingRecipe, data_path: Path,
@@ -139,6 +140,8 @@ def register_model(store: TrackingStore, experiment: str, model_name: str, shipm
         version_tags = {**shipment.tags, LAST_BAR_TAG: str(last_bar)}  # `promote` scores only on bars after it
         for key, value in version_tags.items():
             client.set_model_version_tag(model_name, str(version), key, value)
+        if shipment.description:
+            client.update_model_version(model_name, str(version), description=shipment.description)
         if alias is not None:
             client.set_registered_model_alias(model_name, alias, str(version))
     return Registered(run_id, experiment_id, model_name, version)

@@ -40,8 +40,9 @@ from tuning.search.ledger import TrialRecord, best_record, leaderboard
 from tuning.search.space import SEARCHABLE, Choice, SweepSpace, searched, with_params
 from tuning.tracking.lineage import BarsInput, bars_input
 from tuning.tracking.log import SWEEP_KEY, TrackingLog, note
+from tuning.tracking.ops import KEY_TAG, SWEEP_TAG
 from tuning.tracking.plots import importance_bars, loss_by_hyperparameter, loss_curve, sweep_curves
-from tuning.tracking.store import EPOCH_METRICS, first_line
+from tuning.tracking.store import EPOCH_METRICS, TrackingStore, first_line
 
 RUN_STATUS = {"completed": "FINISHED", "asha": "FINISHED", "gate": "FINISHED", "nan": "FAILED", "error": "FAILED"}
 TEST_METRICS = ("test_loss", "baseline_har", "baseline_persistence", "baseline_mean", "n_test")  # of test.json
@@ -83,6 +84,20 @@ def open_sweep(log: TrackingLog, staging: Path, name: str, space_values: dict[st
     for file in ("space.yaml", "data.json"):
         log.log_artifact(SWEEP_KEY, staging / "sweep" / file, remove_after=True)
     return tracking
+
+
+def find_sweep_run(store: TrackingStore, name: str, sweep_id: str) -> tuple[str, str] | None:
+    """(experiment id, run id) of sweep `name`'s parent run in `store`; None when it is not there or the store does
+    not answer."""
+    try:
+        client = store.client()
+        experiment = client.get_experiment_by_name(name)
+        runs = [] if experiment is None else client.search_runs(
+            [experiment.experiment_id], f"tags.`{KEY_TAG}` = '{SWEEP_KEY}' and tags.`{SWEEP_TAG}` = '{sweep_id}'",
+            max_results=1)
+    except Exception:  # noqa: BLE001 - a link, not a result
+        return None
+    return (experiment.experiment_id, runs[0].info.run_id) if runs else None
 
 
 def close_sweep(tracking: SweepTracking, records: list[TrialRecord], interrupted: bool,

@@ -34,3 +34,11 @@ def test_manifest_of_a_version_without_sweep_id_takes_its_creation_time():
 def test_manifest_of_a_version_before_tracking_logs_to_the_default_store():
     older = {k: v for k, v in OLDER.items() if k != "tracking_uri"}
     assert SweepManifest.from_dict(older).tracking_uri is None
+
+
+def test_an_extended_manifest_keeps_its_stages_and_round_trips():
+    manifest = SweepManifest.from_dict({**OLDER, "sweep_id": "abc"})
+    assert manifest.trial_stages == (5,) and "stages" not in manifest.to_dict()
+    twice = manifest.extended(8).extended(12)
+    assert (twice.trials, twice.trial_stages) == (12, (5, 8, 12))
+    assert twice.to_dict()["stages"] == [5, 8, 12] and SweepManifest.from_dict(twice.to_dict()) == twice

@@ -43,7 +43,7 @@ def the_winner(storage: Path):
 
 def test_best_register_ships_the_winners_own_checkpoint_as_challenger(finished_sweep, bars, mlflow_server,
                                                                       tmp_path):
-    _, storage, _, _ = finished_sweep
+    _, storage, uri, _ = finished_sweep
     best, checkpoint = the_winner(storage)
     shipped = [run_cli("best", "t", "--storage", storage, "--out", tmp_path / f"best{i}.yaml", "--register", MODEL,
                        "--tracking-uri", mlflow_server.url) for i in (1, 2)]
@@ -63,6 +63,10 @@ def test_best_register_ships_the_winners_own_checkpoint_as_challenger(finished_s
                      "mamba_tune.val_loss": f"{best.best_val_loss:.6g}",
                      "mamba_tune.test_loss": f"{test_look['test_loss']:.6g}"}
     run = client.get_run(version.run_id)
+    sweep_store = MlflowClient(uri)  # the sweep logged to the session's embedded store; the version links its run
+    sweep_experiment = sweep_store.get_experiment_by_name("t").experiment_id
+    (sweep_run,) = sweep_store.search_runs([sweep_experiment], "tags.`mamba_tune.role` = 'sweep'")
+    assert f"(#/experiments/{sweep_experiment}/runs/{sweep_run.info.run_id}) in {uri}" in version.description
     for tags in (version.tags, run.data.tags):
         assert {k: tags.get(k) for k in expected_tags} == expected_tags
     assert run.info.status == "FINISHED" and client.get_experiment(run.info.experiment_id).name == "production"
