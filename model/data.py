@@ -168,6 +168,19 @@ def load_dataset(path: str | Path, config: DataConfig = DataConfig()) -> Dataset
                    baselines, test_baselines, summary)
 
 
+def refit_dataset(data: Dataset) -> Dataset:
+    """The training and validation segments as one training set, for a refit of a chosen configuration.
+
+    Training samples: every sample from the first training one to the last validation one, the gap between
+    the segments included. The validation samples stay, now seen in training: a refit has nothing to choose
+    by, and its val_loss is in-sample. The scaling (from the training segment) and the test segment do not
+    change.
+    """
+    train = np.arange(data.train_index[0], data.val_index[-1] + 1, dtype=np.int64)  # (n_train + gap + n_val,)
+    train = train[np.isfinite(data.targets[train])]
+    return dataclasses.replace(data, train_index=train, summary={**data.summary, "n_train": len(train)})
+
+
 def require_enough_bars(path: str | Path, n: int, config: DataConfig) -> None:
     """Raise DataError, naming the bar count needed, when n bars leave a segment of `config` too small."""
     if _enough(config, *_samples(n, config)[2]):

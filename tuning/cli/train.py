@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import shlex
+import shutil
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from model.atomic import write_text_atomic
+from model.atomic import atomic_path, write_text_atomic
 from model.checkpoint import load_checkpoint
-from model.data import Dataset, load_dataset
+from model.data import Dataset, load_dataset, refit_dataset
 from model.holdout import score_on_test_segment
 from model.precision import PRECISIONS
 from model.train import FitResult, fit
@@ -55,6 +57,10 @@ def add_command(commands: argparse._SubParsersAction) -> None:
                        help="map a bar field to the file's column, e.g. --column timestamp=ts_event")
     train.add_argument("--out", type=Path, default=Path("runs/train"), help="output folder (default runs/train)")
     train.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
+    train.add_argument("--refit", action="store_true",
+                       help="with a sweep's best.yaml: train on the training and validation segments together for "
+                            "its best epoch count (--epochs to change it), no validation to choose by; best.pt is "
+                            "the last epoch, scored on the test segment")
     train.add_argument("--register", metavar="NAME",
                        help="log the finished run to MLflow and register its model as a new version of NAME")
     train.add_argument("--tracking-uri", metavar="URI",
@@ -70,6 +76,9 @@ def cmd_train(args: argparse.Namespace) -> int:
     config = _recipe(args)
     store = _open_registry(args)  # before any work: an unreachable store fails in seconds, nothing trained
     data = load_dataset(args.data, config.data)
+    refit = config.tuned is not None and config.tuned.refit
+    if refit:  # the validation segment joins the training samples
+        data = refit_dataset(data)
     if not args.resume:
         config.write_yaml(args.out / "config.yaml", f"mamba-tune train --data {shlex.quote(str(args.data))} "
                                                      f"--config {shlex.quote(str(args.out / 'config.yaml'))}")
@@ -79,6 +88,9 @@ def cmd_train(args: argparse.Namespace) -> int:
           f"target {config.data.target} over {over}")
     print(f"baselines (validation MSE, scaled): HAR {data.baselines['har']:.4f}, "
           f"persistence {data.baselines['persistence']:.4f}, train mean {data.baselines['mean']:.4f}")
+    if refit:
+        print(f"refit: training on the training and validation segments together for {config.train.epochs} epochs "
+              f"(the best epoch count of trial {config.tuned.trial}); val_loss is in-sample, best.pt the last epoch")
     bar = _ProgressBar(config.train.epochs)
     # On resume, metrics.json restarts from the checkpoint's own history: exactly the epochs it holds.
     history: list[dict[str, Any]] = load_checkpoint(args.out / "last.pt")["history"] if args.resume else []
@@ -91,6 +103,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     result = fit(config.train, config.model, data, report=report, checkpoint_dir=args.out, resume=args.resume,
                  progress=bar.batch_done)
     bar.close()
+    if refit and result.status != "nan":  # nothing to choose by: the model shipped is the last epoch's
+        result = _last_epoch_is_best(args.out, result)
     _print_summary(result, args.out)
     if result.status == "nan":
         print(f"error: training diverged at epoch {result.stop_epoch} (a non-finite loss or gradient), "
@@ -98,6 +112,14 @@ def cmd_train(args: argparse.Namespace) -> int:
         return 1
     _look_at_test_segment(data, args.out, result.best_epoch)
     return _register(args, store, config, result) if store is not None else 0
+
+
+def _last_epoch_is_best(out: Path, result: FitResult) -> FitResult:
+    """A refit's best.pt: a copy of last.pt (written atomically), and its result saying so."""
+    with atomic_path(out / "best.pt") as tmp:
+        shutil.copyfile(out / "last.pt", tmp)
+    last = result.history[-1]
+    return dataclasses.replace(result, best_epoch=int(last["epoch"]), best_val_loss=float(last["val_loss"]))
 
 
 def _look_at_test_segment(data: Dataset, out: Path, best_epoch: int) -> None:
@@ -158,9 +180,10 @@ def _recipe(args: argparse.Namespace) -> TrainingRecipe:
     if args.out.exists() and not args.out.is_dir():
         raise UsageError(f"--out {args.out} is a file, the output must be a folder; choose another --out")
     if args.resume:
-        if args.config or overrides or args.column:
-            raise UsageError("--resume continues the run exactly as configured in --out/config.yaml, so it takes "
-                             "no --config or overrides; drop them, or train into a new --out")
+        if args.config or overrides or args.column or args.refit:
+            raise UsageError("--resume continues the run exactly as configured in --out/config.yaml (a refit "
+                             "included), so it takes no --config, --refit or overrides; drop them, or train into a "
+                             "new --out")
         if not (args.out / "last.pt").exists():
             raise UsageError(f"{args.out} holds no checkpoint (last.pt) to resume; start a new run with another --out")
         return TrainingRecipe.from_yaml(args.out / "config.yaml")
@@ -171,6 +194,12 @@ def _recipe(args: argparse.Namespace) -> TrainingRecipe:
     if args.column:
         config = config.replace("data", columns=parse_columns(args.column))
     config = config.replace("train", **overrides) if overrides else config
+    if args.refit:
+        if config.tuned is None:
+            raise UsageError("--refit trains a sweep's winner for its best epoch count, which its best.yaml names "
+                             "(its tuned: section); pass --config of a best.yaml from `mamba-tune best`")
+        config = dataclasses.replace(config, tuned=dataclasses.replace(config.tuned, refit=True))
+        config = config.replace("train", epochs=args.epochs or config.tuned.best_epoch)
     try:
         resolve_device(config.train.device)  # before any work: no GPU for --device cuda is bad input
     except ValueError as exc:

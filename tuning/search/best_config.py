@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import shlex
 from pathlib import Path
 
 from tuning.search.finalists import finalist_scores
 from tuning.search.ledger import TrialRecord
-from tuning.search.recipe import TrainingRecipe
+from tuning.search.recipe import TrainingRecipe, Tuned
 from tuning.search.space import SweepSpace, with_params
 
 
@@ -15,7 +16,8 @@ def write_best_config(space: SweepSpace, best: TrialRecord, sweep_name: str, dat
                       out: Path, records: list[TrialRecord] | None = None) -> TrainingRecipe:
     """Write the trial's whole configuration (epochs: the schedule it was tuned with; its seed, device, threads
     and precision: so it reproduces) to `out`, with its figures and, from `records`, its confirmed score."""
-    config = with_params(space.run, best.params)
+    config = dataclasses.replace(with_params(space.run, best.params),
+                                 tuned=Tuned(sweep_name, best.trial_id, best.best_epoch, best.best_val_loss))
     command = train_command(data_path, out)
     notes = [f"The winner of sweep {sweep_name}: trial {best.trial_id}, val_loss {best.best_val_loss:.4f} at epoch "
              f"{best.best_epoch} of {best.stop_epoch} (E0 {best.e0_val_loss:.4f}, HAR {best.baseline_har:.4f}, "
@@ -27,6 +29,8 @@ def write_best_config(space: SweepSpace, best: TrialRecord, sweep_name: str, dat
         notes.append(f"Confirmed over seeds and folds: mean best val_loss {s.mean:.4f} +- {s.std:.4f} (n={s.n}).")
     notes.append(f"Train all {config.train.epochs} epochs (the schedule it was tuned with); best.pt keeps the best "
                  "epoch. Its seed, device, threads and precision are the trial's: the same machine gives its curve.")
+    notes.append(f"Or refit it (`train --refit`): the training and validation segments together for its best epoch "
+                 f"count, {best.best_epoch}, no validation to choose by.")
     config.write_yaml(out, command, tuple(notes))
     return config
 

@@ -21,9 +21,32 @@ from model.data import DataConfig
 from model.train_config import TrainConfig
 from tuning.yaml_io import ConfigError, read_yaml
 
-__all__ = ["ConfigError", "TrainingRecipe", "SECTIONS"]
+__all__ = ["ConfigError", "TrainingRecipe", "SECTIONS", "Tuned"]
 
 SECTIONS = ("data", "model", "train")
+TUNED = "tuned"  # an optional section: where a sweep's best.yaml came from
+
+
+@dataclass(frozen=True)
+class Tuned:
+    """The sweep trial a configuration is the winner of (best.yaml's `tuned:` section); `refit` once a
+    `train --refit` run trains it on the training and validation segments together."""
+
+    sweep: str
+    trial: str
+    best_epoch: int  # the trial's best epoch: the epochs a refit trains
+    best_val_loss: float
+    refit: bool = False
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> Tuned:
+        tuned = cls(**values)
+        if not isinstance(tuned.best_epoch, int) or isinstance(tuned.best_epoch, bool) or tuned.best_epoch < 1:
+            raise ValueError(f"best_epoch must be a positive integer, got {tuned.best_epoch!r}")
+        return tuned
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
 
 
 @dataclass(frozen=True)
@@ -31,12 +54,13 @@ class TrainingRecipe:
     data: DataConfig = field(default_factory=DataConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
+    tuned: Tuned | None = None  # a sweep's winner: where it came from
 
     @classmethod
     def from_dict(cls, values: dict[str, Any], source: str = "config") -> TrainingRecipe:
         if not isinstance(values, dict):
             raise ConfigError(f"{source}: the top level must be a mapping with sections {', '.join(SECTIONS)}")
-        unknown = sorted(set(values) - set(SECTIONS))
+        unknown = sorted(set(values) - {*SECTIONS, TUNED})
         if unknown:
             raise ConfigError(f"{source}: unknown section {unknown[0]!r}; allowed: {', '.join(SECTIONS)}")
         parts = {}
@@ -48,6 +72,11 @@ class TrainingRecipe:
                 parts[name] = kind.from_dict(section)
             except (TypeError, ValueError) as exc:
                 raise ConfigError(f"{source}: {name}: {exc}") from None
+        if values.get(TUNED) is not None:
+            try:
+                parts[TUNED] = Tuned.from_dict(values[TUNED])
+            except (TypeError, ValueError) as exc:
+                raise ConfigError(f"{source}: {TUNED}: {exc}") from None
         return cls(**parts)
 
     @classmethod
@@ -55,7 +84,8 @@ class TrainingRecipe:
         return cls.from_dict(read_yaml(path, "config") or {}, source=str(path))
 
     def to_dict(self) -> dict[str, Any]:
-        return {"data": self.data.to_dict(), "model": self.model.to_dict(), "train": self.train.to_dict()}
+        sections = {"data": self.data.to_dict(), "model": self.model.to_dict(), "train": self.train.to_dict()}
+        return {**sections, **({TUNED: self.tuned.to_dict()} if self.tuned is not None else {})}
 
     def replace(self, section: str, **changes: Any) -> TrainingRecipe:
         """A copy with some settings of one section changed (validated)."""

@@ -163,3 +163,35 @@ def test_cli_train_cuda_without_a_gpu_is_refused_before_any_work(workspace, tmp_
     assert_one_line_error(run_cli("train", "--data", workspace / "bars.parquet", "--device", "cuda", "--out", out),
                           "device 'cuda' was asked for but no CUDA GPU is available")
     assert not out.exists()
+
+
+def test_cli_train_refit_trains_training_and_validation_for_the_best_epoch_count(workspace):
+    """A sweep's best.yaml names its trial's best epoch (`tuned:`); --refit trains that many epochs on the training
+    and validation segments together, ships the last epoch as best.pt and scores it on the test segment."""
+    best = {**SMALL, "train": {**SMALL["train"], "epochs": 4},
+            "tuned": {"sweep": "t", "trial": "abc123", "best_epoch": 2, "best_val_loss": 0.5}}
+    (workspace / "best.yaml").write_text(yaml.safe_dump(best))
+    out = workspace / "refit"
+    done = run_cli("train", "--data", workspace / "bars.parquet", "--config", workspace / "best.yaml", "--out", out,
+                   "--refit")
+    assert done.returncode == 0, done.stderr
+    assert "refit: training on the training and validation segments together for 2 epochs (the best epoch count " \
+           "of trial abc123)" in done.stdout
+    plain = run_cli("train", "--data", workspace / "bars.parquet", "--config", workspace / "small.yaml", "--out",
+                    workspace / "plain-for-refit")
+    n_train = {name: int(text.split("data: ")[1].split(" bars, ")[1].split(" training")[0].replace(",", ""))
+               for name, text in (("refit", done.stdout), ("plain", plain.stdout))}
+    n_val = int(plain.stdout.split(" training, ")[1].split(" validation")[0].replace(",", ""))
+    assert n_train["refit"] > n_train["plain"] + n_val  # the validation samples and the gap before them joined
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert [m["epoch"] for m in metrics] == [0, 1, 2]  # the best epoch count, not the schedule's 4
+    best_pt, last_pt = (torch.load(out / name, weights_only=True) for name in ("best.pt", "last.pt"))
+    assert best_pt["epoch"] == 2 and all(torch.equal(best_pt["model"][k], v) for k, v in last_pt["model"].items())
+    assert set(json.loads((out / "test.json").read_text())) >= {"test_loss", "baseline_har"}
+    saved = TrainingRecipe.from_yaml(out / "config.yaml")  # a resume of it is a refit again
+    assert saved.tuned.refit and saved.train.epochs == 2
+    resumed = run_cli("train", "--data", workspace / "bars.parquet", "--out", out, "--resume")
+    assert resumed.returncode == 0 and "refit: training on the training and validation segments" in resumed.stdout
+    assert_one_line_error(run_cli("train", "--data", workspace / "bars.parquet", "--config", workspace / "small.yaml",
+                                  "--out", workspace / "no-refit", "--refit"),
+                          "--refit trains a sweep's winner for its best epoch count")

@@ -34,3 +34,18 @@ def test_recipe_section_must_be_a_mapping():
 def test_recipe_unreadable_file_says_so(tmp_path):
     with pytest.raises(ConfigError, match=r"cannot read the config"):
         TrainingRecipe.from_yaml(tmp_path / "missing.yaml")
+
+
+def test_recipe_tuned_section_round_trips_and_is_checked(tmp_path):
+    tuned = {"sweep": "t", "trial": "abc", "best_epoch": 17, "best_val_loss": 0.25, "refit": False}
+    config = TrainingRecipe.from_dict({"train": {"epochs": 50}, "tuned": tuned})
+    assert config.tuned.best_epoch == 17 and config.to_dict()["tuned"] == tuned
+    config.write_yaml(tmp_path / "best.yaml", "mamba-tune train --data x --config best.yaml")
+    assert TrainingRecipe.from_yaml(tmp_path / "best.yaml") == config
+    assert "tuned" not in TrainingRecipe().to_dict()  # a plain configuration has none
+    with pytest.raises(ConfigError, match="config: tuned: best_epoch must be a positive integer, got 0"):
+        TrainingRecipe.from_dict({"tuned": {**tuned, "best_epoch": 0}})
+    with pytest.raises(ConfigError, match="config: tuned: "):
+        TrainingRecipe.from_dict({"tuned": {**tuned, "epochs": 3}})
+    with pytest.raises(ConfigError, match="unknown section 'tunde'; allowed: data, model, train"):
+        TrainingRecipe.from_dict({"tunde": tuned})

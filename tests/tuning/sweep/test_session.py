@@ -50,6 +50,8 @@ def test_sweep_stops_trials_by_asha_and_gate_and_its_best_trains_again(bars, fin
     config = yaml.safe_load((tmp_path / "best.yaml").read_text())
     assert config["train"]["lr"] == best["params"]["learning_rate"] and config["train"]["epochs"] == 4
     assert config["model"]["d_model"] == 16 and config["data"]["window"] == 16
+    assert config["tuned"] == {"sweep": "t", "trial": best["trial_id"], "best_epoch": best["best_epoch"],
+                               "best_val_loss": best["best_val_loss"], "refit": False}  # what `train --refit` reads
     # What decides the numbers is pinned: the trial ran on 1 CPU thread (cpus_per_worker 1), on the CPU, seed 0.
     assert {k: config["train"][k] for k in ("threads", "device", "seed", "precision")} == {
         "threads": 1, "device": "cpu", "seed": 0, "precision": "fp32"}
