@@ -26,7 +26,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
                         "mamba-tune data sp500 --out runs/sp500.parquet", "mamba-tune data check runs/bars.parquet"),
                        "Make Parquet files of OHLCV bars (synthetic, or the real S&P 500 daily bars the arch "
                        "package ships) or check a file of your own: each is read and validated as a sweep reads it.")
-    sub = data.add_subparsers(dest="data_command", required=True, parser_class=type(data), metavar="SUBCOMMAND")
+    sub = data.add_subparsers(dest="data_command", required=True, parser_class=type(data))
     synth = subcommand(sub, "synth", "write synthetic ES-like 5-minute futures bars",
                         ("mamba-tune data synth --out runs/bars.parquet",
                          "mamba-tune data synth --out runs/es.parquet --bars 63480 --bars-per-day 276 --seed 3",

@@ -68,7 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"mamba-tune {_version()}",
                         help="print the version and exit")
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser, metavar="COMMAND")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     model = subcommand(commands, "model", "show the Forecaster a configuration builds",
                         ("mamba-tune model", "mamba-tune model --set d_model=128 --set n_layers=4"),
                         "Show the Forecaster a model configuration builds: its dimensions, parameter count and "

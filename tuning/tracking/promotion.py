@@ -57,12 +57,9 @@ def contenders(client: Any, name: str) -> tuple[Contender, Contender | None]:
             version = client.get_model_version_by_alias(name, alias)
         except MlflowException:
             continue
-        params = client.get_run(version.run_id).data.params
-        if LAST_BAR_TAG not in version.tags:
-            raise UsageError(f"{name}@{alias} (version {version.version}) does not say which bars it trained on (no "
-                             f"{LAST_BAR_TAG} tag: registered by an older mamba-tune); register it again")
-        found[alias] = Contender(alias, version.version, version.run_id, params["data.target"],
-                                 int(params["data.horizon"]), int(version.tags[LAST_BAR_TAG]))
+        run = client.get_run(version.run_id).data
+        found[alias] = Contender(alias, version.version, version.run_id, run.params["data.target"],
+                                 int(run.params["data.horizon"]), _last_bar(name, alias, version, run.tags))
     if CHALLENGER not in found:
         raise UsageError(f"model {name!r} has no version aliased {CHALLENGER}; register one with `mamba-tune best "
                          f"SWEEP --register {name}` (or train --register and --alias)")
@@ -72,6 +69,20 @@ def contenders(client: Any, name: str) -> tuple[Contender, Contender | None]:
                          f"@{CHAMPION} {champion.target} over {champion.horizon}: they cannot be compared; register "
                          "a challenger with the champion's target and horizon")
     return challenger, champion
+
+
+def _last_bar(name: str, alias: str, version: Any, run_tags: dict[str, str]) -> int:
+    """The last bar (ns) of the file the version trained on: its tag, or (a version registered before the tag
+    existed) its run's data file, when that is still there."""
+    if LAST_BAR_TAG in version.tags:
+        return int(version.tags[LAST_BAR_TAG])
+    data = run_tags.get("mamba_tune.data")
+    if data and Path(data).is_file():
+        from model.bars import read_bars
+
+        return int(read_bars(data).timestamp[-1])
+    raise UsageError(f"{name}@{alias} (version {version.version}) does not say which bars it trained on (no "
+                     f"{LAST_BAR_TAG} tag, and its run's data file is gone); register a new challenger")
 
 
 def require_new_bars(bars: Bars, name: str, *versions: Contender | None) -> None:

@@ -61,7 +61,7 @@ class SweepTracking:
     space: SweepSpace
     name: str
     data_path: str
-    bars: BarsInput  # the bars every run of the sweep trains on (its MLflow dataset input)
+    bars: BarsInput | None  # the bars every run of the sweep trains on (its MLflow dataset input; None: unreadable)
     open_trials: set[str] = field(default_factory=set)
 
 
@@ -77,8 +77,10 @@ def open_sweep(log: TrackingLog, staging: Path, name: str, space_values: dict[st
             "Each nested run is one trial; its tag stop_reason says why it ended.")
     log.start_run(SWEEP_KEY, f"{name} sweep", tags={"mamba_tune.role": "sweep", "mlflow.note.content": note},
                   params=params)
-    tracking = SweepTracking(log, staging, space, name, data_path, bars_input(data_path, data_summary))
-    log.log_input(SWEEP_KEY, tracking.bars)
+    bars = bars_input(data_path, data_summary) if Path(data_path).is_file() else None
+    tracking = SweepTracking(log, staging, space, name, data_path, bars)
+    if bars is not None:
+        log.log_input(SWEEP_KEY, bars)
     write_text_atomic(staging / "sweep" / "space.yaml", yaml.safe_dump(space_values, sort_keys=False))
     write_text_atomic(staging / "sweep" / "data.json", json.dumps({**data_summary, "baselines": baselines}, indent=1))
     for file in ("space.yaml", "data.json"):
@@ -171,7 +173,8 @@ def open_trial(t: SweepTracking, trial_id: str, params: dict[str, Any]) -> None:
             "mamba_tune.seed": run.train.seed, "mamba_tune.fold": run.data.fold,
             **({"mamba_tune.finalist": params["finalist"]} if stage == "confirm" else {})}
     t.log.start_run(trial_id, name, parent=SWEEP_KEY, tags=tags, params={**searched(params), **fixed})
-    t.log.log_input(trial_id, t.bars)
+    if t.bars is not None:
+        t.log.log_input(trial_id, t.bars)
     t.open_trials.add(trial_id)
 
 

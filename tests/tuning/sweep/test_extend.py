@@ -13,8 +13,8 @@ from tests.tuning.sweeps import SPACE, ledger, write_space
 pytestmark = pytest.mark.integration
 
 
-def test_resume_with_more_trials_extends_a_finished_sweep_once_everywhere(bars, tmp_path):
-    storage, uri = tmp_path / "sweeps", f"sqlite:///{tmp_path / 'mlflow.db'}"
+def test_resume_with_more_trials_extends_a_finished_sweep_once_everywhere(bars, tmp_path, mlflow_server):
+    storage, uri = tmp_path / "sweeps", mlflow_server.url  # a real `mlflow server`; resume logs where the sweep did
     space = write_space(tmp_path, trials=2, initial=SPACE["initial"][:2])  # the first completes, the second is gated
     first = run_cli("sweep", "--data", bars, "--space", space, "--storage", storage, "--tracking-uri", uri)
     assert first.returncode == 0, first.stderr[-3000:]

@@ -111,6 +111,10 @@ def test_sweep_confirms_its_finalist_over_seeds_and_folds(finished_sweep, tmp_pa
 def test_sweep_logs_every_trial_to_mlflow_as_a_nested_run(finished_sweep, bars, tmp_path):
     _, storage, uri, done = finished_sweep
     assert f"mlflow:  experiment t in {uri}" in done.stdout
+    # Ray's own lines stay out of the output, in the ray.log it names once (the sweep's lines have no colour codes)
+    assert done.stdout.count(f"ray:     its own messages go to {storage / 't' / 'ray.log'}") == 1
+    assert (storage / "t" / "ray.log").is_file() and not (storage / "t" / "driver.json").exists()
+    assert "\x1b[" not in done.stdout + done.stderr and "(raylet)" not in done.stdout + done.stderr
     assert_sweep_logged(uri, "t", ledger(storage / "t"), tmp_path)
     look = json.loads((storage / "t" / "test.json").read_text())
     (parent,) = mlflow.MlflowClient(uri).search_runs(
