@@ -345,8 +345,7 @@ def _search(paths: SweepPaths, space: SweepSpace, setup: TrialSetup, stages: tup
     done = 0
     for stage, target in enumerate(stages):
         name = TUNE_DIR if stage == 0 else f"{TUNE_DIR}-to-{target}"
-        results = _fit(paths, space, setup, name, target - done, plan, resume=resume or stage > 0,
-                       first=stage == 0)
+        results = _fit(paths, space, setup, name, target - done, plan, resume=resume, first=stage == 0)
         if not (len(results) >= target - done and results.num_terminated + results.num_errors == len(results)):
             return False
         done = target
@@ -355,13 +354,12 @@ def _search(paths: SweepPaths, space: SweepSpace, setup: TrialSetup, stages: tup
 
 def _fit(paths: SweepPaths, space: SweepSpace, setup: TrialSetup, name: str, trials: int, plan: TrialPlan,
          resume: bool, first: bool) -> ray.tune.ResultGrid:
-    """Run the Tune experiment `name` of `trials` search trials, or restore it (resume) and run what is left.
-
-    An extension's experiment (not `first`) is restored when it was started, else started: without the
-    space's initial points, which the first one evaluated."""
+    """Run the Tune experiment `name` of `trials` search trials, or restore it and run what is left: the first
+    experiment on resume, an extension's (not `first`) whenever it was started before. An extension starts
+    without the space's initial points, which the first one evaluated."""
     trainable = ray.tune.with_resources(ray.tune.with_parameters(run_trial, setup=setup), TRIAL_DRIVER_RESOURCES)
     experiment = f"{paths.sweep_storage}/{name}"
-    if resume and (first or ray.tune.Tuner.can_restore(experiment)):
+    if resume if first else ray.tune.Tuner.can_restore(experiment):
         if not ray.tune.Tuner.can_restore(experiment):
             raise UsageError(f"sweep {paths.name!r} was stopped before Ray Tune saved its state, so there is "
                              f"nothing to resume; remove {paths.folder} and start it again")

@@ -17,7 +17,6 @@ from tuning.search.recipe import TrainingRecipe
 from tuning.sweep.manifest import SweepManifest
 from tuning.sweep.one_look import read_test_look
 from tuning.sweep.trial_files import final_checkpoint, read_history, stage_best, storage_filesystem
-from tuning.tracking.lineage import file_digest
 from tuning.tracking.registry import Shipment
 from tuning.tracking.runs import find_sweep_run
 from tuning.tracking.store import resolve_store
@@ -42,7 +41,7 @@ def stage_winner(folder: Path, manifest: SweepManifest, winner: TrialRecord, con
     metrics.write_text(json.dumps(history or read_history(fs, checkpoint), indent=1))
     tags = {"mamba_tune.role": "sweep-winner", "mamba_tune.sweep": manifest.name,
             "mamba_tune.sweep_id": manifest.sweep_id, "mamba_tune.trial": winner.trial_id,
-            "mamba_tune.data": manifest.data, "mamba_tune.data_digest": file_digest(Path(manifest.data)),
+            "mamba_tune.data": manifest.data,
             "mamba_tune.best_epoch": str(winner.best_epoch), "mamba_tune.val_loss": f"{winner.best_val_loss:.6g}"}
     test = read_test_look(folder)
     if test is not None and test["trial_id"] == winner.trial_id:

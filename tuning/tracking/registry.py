@@ -42,6 +42,7 @@ from tuning.tracking.lineage import bars_input, dataset_input
 from tuning.tracking.store import EPOCH_METRICS, TrackingStore
 
 DEFAULT_EXPERIMENT = "production"
+DIGEST_TAG = "mamba_tune.data_digest"  # the run's and version's: the bars' digest (tuning/tracking/lineage.py)
 LAST_BAR_TAG = "mamba_tune.data_last_bar_ns"  # a version's tag: the last bar (int64 ns, UTC) of the file it trained on
 PYFUNC_FILE = Path(__file__).with_name("pyfunc_model.py")  # the model's code, logged as a file: nothing pickled
 MODEL_PACKAGE = Path(model.__file__).parent  # shipped with the model, so it loads where mamba-tune is not installed
@@ -83,7 +84,7 @@ class Shipment:
     history: list[dict[str, Any]]  # one dict per epoch, as fit reports them
     best_epoch: int
     run_name: str
-    tags: dict[str, str]  # on the run and on the model version
+    tags: dict[str, str]  # on the run and on the model version (with the data's digest, DIGEST_TAG)
     description: str | None = None  # the model version's (markdown)
 
 
@@ -110,20 +111,22 @@ def register_model(store: TrackingStore, experiment: str, model_name: str, shipm
     client = store.client()
     experiment_id = store.experiment_id(client, experiment)
     example = input_example(shipment.data_path, shipment.config)
+    bars = bars_input(shipment.data_path)  # the file hashed once: the run's dataset input and its digest tag
+    tags = {**shipment.tags, DIGEST_TAG: bars.digest}
     params = {f"{section}.{key}": str(value) for section, values in shipment.config.to_dict().items()
               for key, value in values.items()}
     now = int(time.time() * 1000)
     metrics = [Metric(key, float(m[key]), now, int(m["epoch"])) for m in shipment.history for key in EPOCH_METRICS
                if key in m]
     with mlflow_settings(store.uri), mlflow.start_run(experiment_id=experiment_id, run_name=shipment.run_name,
-                                                    tags=shipment.tags) as run:
+                                                    tags=tags) as run:
         run_id = run.info.run_id
         client.log_batch(run_id, params=[Param(k, v) for k, v in params.items()], synchronous=True)
         for start in range(0, len(metrics), 1000):  # a batch holds at most 1000 metrics
             client.log_batch(run_id, metrics=metrics[start:start + 1000], synchronous=True)
         for path in shipment.files:
             client.log_artifact(run_id, str(path))
-        client.log_inputs(run_id, [dataset_input(bars_input(shipment.data_path), "training")])
+        client.log_inputs(run_id, [dataset_input(bars, "training")])
         info = mlflow.pyfunc.log_model(
             name="model",
             python_model=str(PYFUNC_FILE),  # models from code: the file is the model's code
@@ -137,7 +140,7 @@ def register_model(store: TrackingStore, experiment: str, model_name: str, shipm
         )
         version = int(info.registered_model_version)
         last_bar = int(read_bars(shipment.data_path, shipment.config.data.columns).timestamp[-1])
-        version_tags = {**shipment.tags, LAST_BAR_TAG: str(last_bar)}  # `promote` scores only on bars after it
+        version_tags = {**tags, LAST_BAR_TAG: str(last_bar)}  # `promote` scores only on bars after it
         for key, value in version_tags.items():
             client.set_model_version_tag(model_name, str(version), key, value)
         if shipment.description:

@@ -137,6 +137,7 @@ def test_register_run_logs_params_epoch_metrics_tags_and_files(registered):
     assert {f.path for f in client.list_artifacts(run_id)} >= {"config.yaml", "metrics.json"}
     (dataset,) = [i.dataset for i in run.inputs.dataset_inputs]  # the bars it trained on
     assert (dataset.name, dataset.digest) == ("bars", file_digest(registered.folder / "bars.parquet"))
+    assert run.data.tags["mamba_tune.data_digest"] == dataset.digest  # the run's tag, from the same hashing
 
 
 def test_registered_model_predicts_new_bars_as_the_checkpoint_does(registered, registry_uri):
