@@ -22,6 +22,7 @@ from model.data import load_dataset  # noqa: E402
 from model.synth import synth_bars  # noqa: E402
 from tuning.search.space import load_space  # noqa: E402
 from tuning.sweep import session  # noqa: E402
+from tuning.sweep_files import sweep_paths  # noqa: E402
 from tuning.tracking.store import open_store, resolve_store  # noqa: E402
 from tuning.yaml_io import read_yaml  # noqa: E402
 
@@ -40,7 +41,7 @@ def main() -> None:
         bars = Path(folder) / "bars.parquet"
         pq.write_table(synth_bars(args.bars, seed=0), bars)
         data = load_dataset(bars, space.run.data)
-        paths = session.sweep_paths(str(Path(folder) / "sweeps"), space.name)
+        paths = sweep_paths(str(Path(folder) / "sweeps"), space.name)
         store = resolve_store(f"sqlite:///{folder}/mlflow/mlflow.db")
         client = open_store(store)
         session.start_ray(None)

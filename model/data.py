@@ -22,16 +22,18 @@ import math
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
-import torch
 
 from model.bars import FIELDS, DataError, read_bars
 from model.baselines import fit_har, har_forecast, har_lookbacks, past_quantities, scored_baselines
 from model.features import FEATURE_NAMES, TARGETS, bar_features, target_and_persistence
 from model.settings import known_settings, require_positive_ints
+
+if TYPE_CHECKING:  # torch is imported where a batch is made: the command line starts without it
+    import torch
 
 _STD_FLOOR = 1e-8  # below it a column counts as constant: centred, and divided by 1, not blown up
 
@@ -117,6 +119,8 @@ class Dataset:
 
     def batch(self, index: np.ndarray | torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Samples ending at bars `index` (batch,) -> inputs (batch, window, n_features), targets (batch, 1)."""
+        import torch
+
         index = torch.as_tensor(index, dtype=torch.int64)
         with warnings.catch_warnings():  # arrays from Ray's object store are read-only; nothing here writes
             warnings.filterwarnings("ignore", message="The given NumPy array is not writable")

@@ -16,7 +16,6 @@ from typing import TypeVar
 
 import torch
 
-PRECISIONS = ("fp32", "bf16")
 F = TypeVar("F", bound=Callable[..., torch.Tensor | tuple[torch.Tensor, ...]])
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from model.precision import PRECISIONS
 from model.settings import Interval, finite_number, known_settings, plain_values, require_positive_ints
 
 DEVICES = ("auto", "cpu", "cuda")
+PRECISIONS = ("fp32", "bf16")  # how each runs: model/precision.py
 # The rule of each bounded setting: TrainConfig checks them, and a search space's ranges are checked against them.
 BOUNDS = {"lr": Interval(0, 1, low_closed=False), "weight_decay": Interval(0, 1),
           "warmup_fraction": Interval(0, 1), "min_lr_fraction": Interval(0, 1, high_closed=True)}

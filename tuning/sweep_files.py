@@ -1,7 +1,11 @@
-"""The names of a sweep's folder and files, without importing Ray (the CLI's --help needs them)."""
+"""A sweep's folder and the names of its files, without importing Ray, torch or MLflow (the CLI refuses bad input
+before it imports them)."""
 
+import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 DEFAULT_STORAGE = "runs/sweeps"  # sweeps live in <storage>/<name>/
 MANIFEST = "sweep.json"  # what was asked: data, space, trials
@@ -20,6 +24,12 @@ def is_uri(storage: str) -> bool:
     return "://" in storage
 
 
+def read_test_look(folder: Path) -> dict[str, Any] | None:
+    """The sweep's test.json (tuning/sweep/one_look.py), or None before its one look."""
+    path = folder / TEST_LOOK
+    return json.loads(path.read_text()) if path.exists() else None
+
+
 def unwritable_reason(folder: Path) -> str | None:
     """Why `folder` cannot be created or written here, or None; it is not created."""
     existing = folder.expanduser().resolve()
@@ -31,3 +41,29 @@ def unwritable_reason(folder: Path) -> str | None:
         return f"{existing} is not writable (permissions or a read-only file system)"
     return None
 
+
+@dataclass(frozen=True)
+class SweepPaths:
+    name: str
+    folder: Path  # local: manifest, ledger, study
+    ray_storage: str  # the Tune experiment's parent: a path, or a URI such as s3://bucket/sweeps
+
+    @property
+    def sweep_storage(self) -> str:
+        return f"{self.ray_storage.rstrip('/')}/{self.name}"
+
+    @property
+    def experiment(self) -> str:
+        return f"{self.sweep_storage}/{TUNE_DIR}"
+
+    @property
+    def study_url(self) -> str:
+        return f"sqlite:///{self.folder / STUDY}"
+
+
+def sweep_paths(storage: str, name: str) -> SweepPaths:
+    """Where a sweep lives: all in <storage>/<name>, or with a URI storage, its local files in runs/sweeps/<name>."""
+    if is_uri(storage):
+        return SweepPaths(name, Path(DEFAULT_STORAGE).resolve() / name, storage)
+    root = Path(storage).expanduser().resolve()
+    return SweepPaths(name, root / name, str(root))

@@ -170,7 +170,8 @@ def test_best_before_any_trial_finished_is_one_line_exit_2(bars, tmp_path):
     """A sweep stopped before its first trial ended: its folder has the manifest and no ledger yet."""
     from model.data import load_dataset
     from tuning.search.space import load_space
-    from tuning.sweep.session import sweep_paths, write_manifest
+    from tuning.sweep.session import write_manifest
+    from tuning.sweep_files import sweep_paths
 
     space_file = write_space(tmp_path)
     space = load_space(space_file)

@@ -15,8 +15,8 @@ from tuning.search.finalists import winner
 from tuning.search.ledger import Ledger, TrialRecord
 from tuning.search.recipe import TrainingRecipe
 from tuning.search.space import parse_space
-from tuning.sweep.manifest import SweepManifest
-from tuning.sweep_files import DEFAULT_STORAGE, LEDGER, MANIFEST, STUDY
+from tuning.sweep.manifest import SweepManifest, read_manifest
+from tuning.sweep_files import DEFAULT_STORAGE, LEDGER, MANIFEST, STUDY, read_test_look, sweep_paths
 from tuning.tracking.store import TrackingStore, open_store, resolve_store
 
 CHALLENGER = "challenger"  # the alias `best --register` gives by default
@@ -44,10 +44,8 @@ def add_command(commands: argparse._SubParsersAction) -> None:
 
 
 def cmd_best(args: argparse.Namespace) -> int:
-    from tuning.sweep import session
-
-    paths = session.sweep_paths(args.storage, args.name)
-    manifest = session.read_manifest(paths)
+    paths = sweep_paths(args.storage, args.name)
+    manifest = read_manifest(paths)
     space = parse_space(manifest.space, str(paths.folder / MANIFEST))
     records = list(Ledger(paths.folder / LEDGER).records.values())
     best = winner(records, space.confirm)
@@ -63,8 +61,6 @@ def cmd_best(args: argparse.Namespace) -> int:
     print(f"wrote {out}: lr {config.train.lr:.3g}, weight decay {config.train.weight_decay:.3g}, "
           f"batch {config.train.batch_size}, {config.train.epochs} epochs (best val_loss {best.best_val_loss:.4f})")
     print(f"train it: {train_command(manifest.data, out)}")
-    from tuning.sweep.one_look import read_test_look
-
     test = read_test_look(paths.folder)
     if test is not None and test["trial_id"] == best.trial_id:
         print_test_look(test, paths.folder)

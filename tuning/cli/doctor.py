@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from tuning.cli.help import subcommand
+from tuning.cluster.ray_address import ray_address
 from tuning.sweep_files import DEFAULT_STORAGE
 from tuning.tracking.store import resolve_store
 
@@ -28,10 +29,12 @@ def add_command(commands: argparse._SubParsersAction) -> None:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
+    store = resolve_store(args.tracking_uri)  # a malformed URI is bad input: exit 2 before Ray starts
+    ray_address(args.address)  # so is an address no Ray answers at
+
     from tuning.cluster import doctor as checks
     from tuning.sweep import session
 
-    store = resolve_store(args.tracking_uri)  # a malformed URI is bad input: exit 2 before Ray starts
     started = session.start_ray(args.address)
     try:
         where = "a local Ray started for this check" if started else f"the Ray cluster at {_address()}"

@@ -16,18 +16,20 @@ from typing import Any
 
 from tuning.cli.help import subcommand
 from tuning.cli.sweep_report import print_finalists, print_leaderboard, print_test_look, short
+from tuning.cluster.ray_address import ray_address
 from tuning.errors import UsageError
 from tuning.progress import LOGGER as PROGRESS_LOGGER
 from tuning.progress import EpochEnded, Note, TrialEnded, TrialStarted, event_of
 from tuning.search.finalists import CONFIRM, SEARCH, winner
 from tuning.search.ledger import Ledger, best_record
 from tuning.search.space import AUTO, parse_space, valid_name
-from tuning.sweep.manifest import SweepManifest
+from tuning.sweep.manifest import SweepManifest, check_new, read_manifest
 from tuning.sweep_files import (
     DEFAULT_STORAGE,
     LEDGER,
     RAY_LOG,
     TRACKING_SPOOL,
+    sweep_paths,
     unwritable_reason,
 )
 from tuning.tracking.store import open_store, resolve_store
@@ -95,6 +97,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         raise UsageError(f"--memory-budget must be a positive number of MB, got {args.memory_budget:g}")
     if not args.data.is_file():
         raise UsageError(f"--data {args.data}: no such file; make one with `mamba-tune data synth --out {args.data}`")
+    paths = sweep_paths(args.storage, name)
+    check_new(paths)
+    ray_address(args.address)  # an address no Ray answers at: refused before the bars are read
 
     from model.data import load_dataset, require_enough_bars
 
@@ -107,8 +112,6 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from tuning.sweep import session
     from tuning.sweep.memory_probe import pack_trials, restrict_space, run_probe
 
-    paths = session.sweep_paths(args.storage, name)
-    session.check_new(paths)
     if reason := unwritable_reason(paths.folder):
         raise UsageError(f"--storage {args.storage}: {reason}; choose another --storage")
     store = resolve_store(args.tracking_uri)
@@ -133,18 +136,21 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
-    from tuning.cluster.shared_storage import check_shared
-    from tuning.sweep import session
-    from tuning.sweep.confirmation import confirmation_runs
     from tuning.sweep.driver_mark import running_driver
 
-    paths = session.sweep_paths(args.storage, args.name)
-    paths, manifest, space, data = session.load_for_resume(paths)
+    paths = sweep_paths(args.storage, args.name)
+    manifest = read_manifest(paths)  # what can be refused is, before Ray, MLflow and torch are imported
     if driver := running_driver(paths.folder):
         raise UsageError(f"sweep {args.name!r} is running ({driver}); wait for it to end, or stop it, then resume")
     if args.trials is not None and args.trials < manifest.trials:
         raise UsageError(f"--trials {args.trials} is fewer than the {manifest.trials} trials sweep {args.name!r} has "
                          "asked for; a sweep is extended, never cut: give more, or leave --trials out")
+
+    from tuning.cluster.shared_storage import check_shared
+    from tuning.sweep import session
+    from tuning.sweep.confirmation import confirmation_runs
+
+    paths, space, data = session.load_for_resume(paths, manifest)
     if args.trials is not None and args.trials > manifest.trials:
         manifest = session.extend(paths, manifest, args.trials)  # kept before anything runs
     store = resolve_store(args.tracking_uri or manifest.tracking_uri)

@@ -12,12 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from model.atomic import atomic_path, write_text_atomic
-from model.checkpoint import load_checkpoint
 from model.data import Dataset, load_dataset, refit_dataset
-from model.holdout import score_on_test_segment
-from model.precision import PRECISIONS
-from model.train import FitResult, fit
-from model.training import resolve_device
+from model.train_config import PRECISIONS
 from tuning.cli.data import parse_columns
 from tuning.cli.figures import one_look_line, versus_baselines
 from tuning.cli.help import subcommand
@@ -25,6 +21,7 @@ from tuning.errors import UsageError
 from tuning.search.recipe import TrainingRecipe
 
 if TYPE_CHECKING:
+    from model.train import FitResult
     from tuning.tracking.store import TrackingStore
 
 RUN_FILES = ("config.yaml", "metrics.json", "best.pt", "last.pt", "test.json")  # what a run writes into --out
@@ -73,6 +70,9 @@ def add_command(commands: argparse._SubParsersAction) -> None:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    from model.checkpoint import load_checkpoint  # torch: imported once the input is known good
+    from model.train import fit
+
     config = _recipe(args)
     store = _open_registry(args)  # before any work: an unreachable store fails in seconds, nothing trained
     data = load_dataset(args.data, config.data)
@@ -127,6 +127,8 @@ def _look_at_test_segment(data: Dataset, out: Path, best_epoch: int) -> None:
     if not len(data.test_index):
         print("test           none (test_fraction 0): nothing scored on bars the run was not chosen on")
         return
+    from model.holdout import score_on_test_segment
+
     scores = score_on_test_segment(out / "best.pt", data)
     write_text_atomic(out / "test.json", json.dumps(scores, indent=1))
     print(f"{one_look_line(scores, f'best.pt, epoch {best_epoch}')}; in {out}/test.json")
@@ -200,6 +202,8 @@ def _recipe(args: argparse.Namespace) -> TrainingRecipe:
                              "(its tuned: section); pass --config of a best.yaml from `mamba-tune best`")
         config = dataclasses.replace(config, tuned=dataclasses.replace(config.tuned, refit=True))
         config = config.replace("train", epochs=args.epochs or config.tuned.best_epoch)
+    from model.training import resolve_device
+
     try:
         resolve_device(config.train.device)  # before any work: no GPU for --device cuda is bad input
     except ValueError as exc:

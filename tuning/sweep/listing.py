@@ -16,8 +16,7 @@ from tuning.search.ledger import Ledger
 from tuning.search.space import parse_space
 from tuning.sweep.driver_mark import running_driver
 from tuning.sweep.manifest import SweepManifest
-from tuning.sweep.one_look import read_test_look
-from tuning.sweep_files import LEDGER, MANIFEST
+from tuning.sweep_files import LEDGER, MANIFEST, read_test_look
 
 RUNNING, FINISHED, INTERRUPTED = "running", "finished", "interrupted"
 

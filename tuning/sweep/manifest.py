@@ -9,11 +9,15 @@ sweep: the trials asked for by the first run and by each extension, cumulative).
 from __future__ import annotations
 
 import dataclasses
+import json
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
+
+from tuning.errors import UsageError
+from tuning.sweep_files import MANIFEST, SweepPaths
 
 
 @dataclass(frozen=True)
@@ -59,3 +63,16 @@ class SweepManifest:
     def extended(self, trials: int) -> SweepManifest:
         """The manifest of the sweep extended to `trials` search trials (more than it has)."""
         return dataclasses.replace(self, trials=trials, stages=(*self.trial_stages, trials))
+
+
+def check_new(paths: SweepPaths) -> None:
+    if (paths.folder / MANIFEST).exists():
+        raise UsageError(f"a sweep named {paths.name!r} already exists in {paths.folder}; continue it with "
+                         f"`mamba-tune resume {paths.name}` or start another with --name")
+
+
+def read_manifest(paths: SweepPaths) -> SweepManifest:
+    if not (paths.folder / MANIFEST).exists():
+        raise UsageError(f"no sweep named {paths.name!r} in {paths.folder.parent}; list them with "
+                         f"`ls {paths.folder.parent}` or pass the --storage it was started with")
+    return SweepManifest.from_dict(json.loads((paths.folder / MANIFEST).read_text()))

@@ -17,7 +17,7 @@ from model.data import Dataset
 from model.holdout import score_on_test_segment
 from tuning.search.ledger import TrialRecord
 from tuning.sweep.trial_files import copy_file, final_checkpoint, storage_filesystem
-from tuning.sweep_files import TEST_LOOK
+from tuning.sweep_files import TEST_LOOK, read_test_look
 
 
 def look_at_test_segment(folder: Path, ray_storage: str, train_storage: str, winner: TrialRecord,
@@ -39,9 +39,3 @@ def look_at_test_segment(folder: Path, ray_storage: str, train_storage: str, win
         scores = {"trial_id": winner.trial_id, "best_epoch": winner.best_epoch, **score_on_test_segment(best, data)}
     write_text_atomic(folder / TEST_LOOK, json.dumps(scores, indent=1))
     return scores
-
-
-def read_test_look(folder: Path) -> dict[str, Any] | None:
-    """The sweep's test.json, or None before its one look."""
-    path = folder / TEST_LOOK
-    return json.loads(path.read_text()) if path.exists() else None

@@ -37,6 +37,7 @@ from model.atomic import write_text_atomic
 from model.data import Dataset, load_dataset
 from model.training import data_identity
 from tuning.cluster.autoscaler import launchable_nodes
+from tuning.cluster.ray_address import ray_address
 from tuning.errors import UsageError
 from tuning.search.finalists import winner
 from tuning.search.importance import Importances, load_importances
@@ -53,14 +54,12 @@ from tuning.sweep.trainable import TrialSetup, run_trial
 from tuning.sweep.trial_files import SweepCurves, remove_best_snapshots, storage_filesystem
 from tuning.sweep.trial_lifecycle import ACTIVE, SweepCallback, active_key
 from tuning.sweep_files import (
-    DEFAULT_STORAGE,
     LEDGER,
     MANIFEST,
-    STUDY,
     TRACKING_SPOOL,
     TRACKING_STAGING,
     TUNE_DIR,
-    is_uri,
+    SweepPaths,
 )
 from tuning.tracking.log import SWEEP_KEY, TrackingLog, note
 from tuning.tracking.runs import SweepTracking, close_sweep, open_sweep
@@ -71,33 +70,6 @@ RAY_ENV = {  # for every Ray process of the sweep
     "RAY_AIR_NEW_OUTPUT": "0",
 }
 PREEMPTION_WATCHER = "RAY_TRAIN_ENABLE_PREEMPTION_WATCHER"
-
-
-@dataclass(frozen=True)
-class SweepPaths:
-    name: str
-    folder: Path  # local: manifest, ledger, study
-    ray_storage: str  # the Tune experiment's parent: a path, or a URI such as s3://bucket/sweeps
-
-    @property
-    def sweep_storage(self) -> str:
-        return f"{self.ray_storage.rstrip('/')}/{self.name}"
-
-    @property
-    def experiment(self) -> str:
-        return f"{self.sweep_storage}/{TUNE_DIR}"
-
-    @property
-    def study_url(self) -> str:
-        return f"sqlite:///{self.folder / STUDY}"
-
-
-def sweep_paths(storage: str, name: str) -> SweepPaths:
-    """Where a sweep lives: all in <storage>/<name>, or with a URI storage, its local files in runs/sweeps/<name>."""
-    if is_uri(storage):
-        return SweepPaths(name, Path(DEFAULT_STORAGE).resolve() / name, storage)
-    root = Path(storage).expanduser().resolve()
-    return SweepPaths(name, root / name, str(root))
 
 
 @dataclass
@@ -114,12 +86,6 @@ class SweepOutcome:
     @property
     def interrupted(self) -> bool:
         return not self.complete
-
-
-def check_new(paths: SweepPaths) -> None:
-    if (paths.folder / MANIFEST).exists():
-        raise UsageError(f"a sweep named {paths.name!r} already exists in {paths.folder}; continue it with "
-                         f"`mamba-tune resume {paths.name}` or start another with --name")
 
 
 def write_manifest(paths: SweepPaths, data_path: Path, space_values: dict[str, Any], trials: int,
@@ -141,23 +107,15 @@ def extend(paths: SweepPaths, manifest: SweepManifest, trials: int) -> SweepMani
     return extended
 
 
-def read_manifest(paths: SweepPaths) -> SweepManifest:
-    if not (paths.folder / MANIFEST).exists():
-        raise UsageError(f"no sweep named {paths.name!r} in {paths.folder.parent}; list them with "
-                         f"`ls {paths.folder.parent}` or pass the --storage it was started with")
-    return SweepManifest.from_dict(json.loads((paths.folder / MANIFEST).read_text()))
-
-
-def load_for_resume(paths: SweepPaths) -> tuple[SweepPaths, SweepManifest, SweepSpace, Dataset]:
-    """The sweep's paths and manifest, the space as it was, and the same data (refused if the file changed)."""
-    manifest = read_manifest(paths)
+def load_for_resume(paths: SweepPaths, manifest: SweepManifest) -> tuple[SweepPaths, SweepSpace, Dataset]:
+    """The sweep's paths (where it ran), the space as it was, and the same data (refused if the file changed)."""
     paths = SweepPaths(paths.name, paths.folder, manifest.ray_storage)  # where it ran, e.g. s3://...
     space = parse_space(manifest.space, str(paths.folder / MANIFEST))
     data = load_dataset(Path(manifest.data), space.run.data)
     if data_identity(data) != manifest.data_identity:
         raise UsageError(f"{manifest.data} has changed since sweep {paths.name!r} started, so its trials "
                          "cannot continue on it; restore the file or start a new sweep")
-    return paths, manifest, space, data
+    return paths, space, data
 
 
 def start_ray(address: str | None) -> bool:
@@ -168,11 +126,7 @@ def start_ray(address: str | None) -> bool:
     """
     if ray.is_initialized():
         return False
-    source = "--address"
-    if address is None and os.environ.get("RAY_ADDRESS"):
-        address, source = os.environ["RAY_ADDRESS"], "RAY_ADDRESS"
-    if address not in (None, "auto", "local"):
-        _check_reachable(address, source)  # ray.init retries an address nobody answers at for minutes
+    address, source = ray_address(address)
     started = address in (None, "local")
     env, local = dict(RAY_ENV), {}
     if started:
@@ -203,25 +157,6 @@ def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
-
-
-def _check_reachable(address: str, source: str, timeout_s: float = 5.0) -> None:
-    if address.startswith("ray://"):
-        raise UsageError(f"{source} {address}: Ray Client addresses are not supported (the sweep's records are "
-                         "written where its driver runs); use HOST:PORT of the head node, or `ray job submit`")
-    if address.startswith(("http://", "https://")):
-        raise UsageError(f"{source} {address}: a dashboard (Jobs API) address; join a cluster by its head's "
-                         "HOST:PORT (port 6379 unless changed), or submit the sweep with `ray job submit --address "
-                         f"{address} -- mamba-tune sweep ...`" + ("; unset RAY_ADDRESS for a local Ray"
-                                                                  if source == "RAY_ADDRESS" else ""))
-    host, _, port = address.rpartition(":")
-    if not host or not port.isdigit():
-        raise UsageError(f"{source} {address!r} is not HOST:PORT or auto, e.g. --address 10.0.0.5:6379")
-    try:
-        socket.create_connection((host, int(port)), timeout=timeout_s).close()
-    except OSError as exc:
-        raise UsageError(f"{source} {address}: no Ray cluster answers there ({exc.strerror or exc}); start one "
-                         "with `ray start --head` or check the address") from None
 
 
 def cluster_plan(space: SweepSpace) -> TrialPlan:

@@ -15,8 +15,8 @@ from tuning.errors import UsageError
 from tuning.search.ledger import TrialRecord
 from tuning.search.recipe import TrainingRecipe
 from tuning.sweep.manifest import SweepManifest
-from tuning.sweep.one_look import read_test_look
 from tuning.sweep.trial_files import final_checkpoint, read_history, stage_best, storage_filesystem
+from tuning.sweep_files import read_test_look
 from tuning.tracking.registry import Shipment
 from tuning.tracking.runs import find_sweep_run
 from tuning.tracking.store import resolve_store

@@ -12,7 +12,8 @@ import yaml
 
 from tests.cli import assert_one_line_error, run_cli
 from tests.tuning.sweeps import write_space
-from tuning.sweep.session import sweep_paths, write_manifest
+from tuning.sweep.session import write_manifest
+from tuning.sweep_files import sweep_paths
 
 
 def test_list_shows_each_sweep_its_state_trials_and_figures(finished_sweep, bars, tmp_path):

@@ -7,6 +7,7 @@ import os
 import pytest
 import ray
 
+from tuning.cluster import ray_address
 from tuning.sweep import session
 
 
@@ -34,7 +35,7 @@ def test_a_local_ray_has_its_own_dashboard_and_no_preemption_watcher(init_calls)
 
 
 def test_a_cluster_keeps_the_preemption_watcher(init_calls, monkeypatch):
-    monkeypatch.setattr(session, "_check_reachable", lambda address, source: None)
+    monkeypatch.setattr(ray_address, "_check_reachable", lambda address, source: None)
     assert session.start_ray("10.0.0.5:6379") is False
     (call,) = init_calls
     assert call["address"] == "10.0.0.5:6379" and "include_dashboard" not in call

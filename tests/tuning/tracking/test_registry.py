@@ -26,6 +26,7 @@ import yaml
 from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
 
+import model.train
 from model.bars import read_bars
 from model.checkpoint import load_checkpoint
 from model.config import ModelConfig
@@ -34,7 +35,6 @@ from model.forecaster import Forecaster
 from model.train import FitResult
 from tests.bars import write_bars
 from tests.cli import ROOT, assert_one_line_error, free_port, run_cli
-from tuning.cli import train as cli_train
 from tuning.cli.main import main
 from tuning.errors import UsageError
 from tuning.tracking.lineage import file_digest
@@ -207,7 +207,7 @@ def test_cli_train_register_skips_a_diverged_run(registered, monkeypatch):
     def diverged(*args, **kwargs):
         return FitResult("nan", 1, float("inf"), 0, [])
 
-    monkeypatch.setattr(cli_train, "fit", diverged)
+    monkeypatch.setattr(model.train, "fit", diverged)  # `train` imports it when it starts training
     code, _ = train(registered.folder, "diverged", "--config", str(registered.folder / "tiny.yaml"),
                     "--register", "mt-diverged", "--tracking-uri", registered.uri)
     assert code == 1
