@@ -70,11 +70,11 @@ def add_command(commands: argparse._SubParsersAction) -> None:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from model.checkpoint import load_checkpoint  # torch: imported once the input is known good
-    from model.train import fit
-
     config = _recipe(args)
     store = _open_registry(args)  # before any work: an unreachable store fails in seconds, nothing trained
+    from model.checkpoint import load_checkpoint  # training's modules: imported once the input is known good
+    from model.train import fit
+
     data = load_dataset(args.data, config.data)
     refit = config.tuned is not None and config.tuned.refit
     if refit:  # the validation segment joins the training samples
