@@ -65,6 +65,7 @@ bench: $(STAMP)
 	$(PY) bench/sweep_overhead.py
 	$(PY) bench/search_efficiency.py
 	$(PY) bench/training_outcomes.py
+	$(PY) bench/forecast_quality.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

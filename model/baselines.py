@@ -16,11 +16,9 @@
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
-from model.features import TARGETS, VOL_FLOOR
+from model.features import TARGETS, trailing_log_volatility
 
 BASELINES = ("har", "persistence", "mean")
 
@@ -46,15 +44,12 @@ def past_quantities(close: np.ndarray, log_range: np.ndarray, target: str, lookb
         for j, length in enumerate(lookbacks):
             out[:, j] = log_close - log_close[np.maximum(bars - length, 0)]
         return out
-    values = np.square(log_range, dtype=np.float64) if target == "volatility" else close.astype(np.float64)
-    sums = np.concatenate([[0.0], np.cumsum(values)])  # sums[j]: bars 0..j-1
-    del values
+    if target == "volatility":
+        return trailing_log_volatility(log_range, lookbacks)
+    sums = np.concatenate([[0.0], np.cumsum(close.astype(np.float64))])  # sums[j]: bars 0..j-1
     for j, length in enumerate(lookbacks):
         start = np.maximum(bars + 1 - length, 0)
-        mean = (sums[bars + 1] - sums[start]) / (bars + 1 - start)
-        if target == "volatility":  # Parkinson: mean(log(H/L)^2) / (4 ln 2) is a variance
-            mean = np.log(np.maximum(np.sqrt(np.maximum(mean, 0.0) / (4 * math.log(2))), VOL_FLOOR))
-        out[:, j] = mean
+        out[:, j] = (sums[bars + 1] - sums[start]) / (bars + 1 - start)
     return out
 
 

@@ -37,6 +37,7 @@ class ModelConfig:
     norm_before_gate: bool = False  # mamba_ssm's default: norm(y * silu(z))
     norm_eps: float = 1e-5  # epsilon of every RMSNorm
     backend: str = "auto"  # "auto" | "torch" | "mamba_ssm" (fused CUDA kernels)
+    residual: bool = False  # the last feature is a baseline's forecast, which the head corrects (set from the data)
 
     def __post_init__(self) -> None:
         require_positive_ints(self, ("n_features", "n_targets", "d_model", "n_layers", "d_state", "expand",
@@ -66,7 +67,10 @@ class ModelConfig:
             raise ValueError(f"dt_limit must satisfy 0 <= lo < hi, got {self.dt_limit!r}")
         if not self.norm_eps > 0:
             raise ValueError(f"norm_eps must be positive, got {self.norm_eps}")
-        for name in ("bias", "conv_bias", "D_has_hdim", "rmsnorm", "norm_before_gate"):
+        if self.residual and self.n_targets != 1:
+            raise ValueError(f"residual (a correction to one baseline's forecast) needs n_targets 1, "
+                             f"got {self.n_targets}")
+        for name in ("residual", "bias", "conv_bias", "D_has_hdim", "rmsnorm", "norm_before_gate"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}")
         if self.backend not in BACKENDS:

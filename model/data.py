@@ -29,13 +29,14 @@ import pyarrow as pa
 
 from model.bars import FIELDS, DataError, read_bars
 from model.baselines import fit_har, har_forecast, har_lookbacks, past_quantities, scored_baselines
-from model.features import FEATURE_NAMES, TARGETS, bar_features, target_and_persistence
+from model.features import TARGETS, bar_features, feature_names, target_and_persistence
 from model.settings import known_settings, require_positive_ints
 
 if TYPE_CHECKING:  # torch is imported where a batch is made: the command line starts without it
     import torch
 
 _STD_FLOOR = 1e-8  # below it a column counts as constant: centred, and divided by 1, not blown up
+RESIDUAL_TO = ("har", "none")
 
 
 @dataclass(frozen=True)
@@ -50,9 +51,14 @@ class DataConfig:
     min_val_samples: int = 32  # fewer validation samples than this (or test samples, when any) is an error
     fold: int = 1  # walk-forward fold: f > 1 validates on the segment just before fold f-1's, trains on all before
     columns: dict[str, str] = field(default_factory=dict)  # our field -> the file's column, e.g. ts_event
+    vol_lookbacks: tuple[int, ...] | None = None  # trailing volatility inputs in bars; None: HAR's that fit the window
+    residual_to: str = "har"  # "har": the model forecasts a correction to HAR's forecast (an input); "none"
 
     def __post_init__(self) -> None:
         require_positive_ints(self, ("window", "horizon", "min_val_samples", "fold"))
+        if isinstance(self.vol_lookbacks, list):  # YAML and JSON give lists
+            object.__setattr__(self, "vol_lookbacks", tuple(self.vol_lookbacks))
+        self._check_inputs()
         if self.target not in TARGETS:
             raise ValueError(f"target must be one of {', '.join(TARGETS)}, got {self.target!r}")
         if not (isinstance(self.val_fraction, (int, float)) and not isinstance(self.val_fraction, bool)
@@ -70,12 +76,47 @@ class DataConfig:
             raise ValueError(f"columns must map bar fields ({', '.join(FIELDS)}) to column names, "
                              f"got {self.columns!r}")
 
+    def _check_inputs(self) -> None:
+        """vol_lookbacks: distinct positive ints, none longer than the window; residual_to: a known baseline."""
+        if self.vol_lookbacks is not None:
+            self._check_lookbacks(self.vol_lookbacks)
+        if self.residual_to not in RESIDUAL_TO:
+            raise ValueError(f"residual_to must be one of {', '.join(RESIDUAL_TO)} (the baseline the model corrects, "
+                             f"or none), got {self.residual_to!r}")
+
+    def _check_lookbacks(self, lookbacks: Any) -> None:
+        if not isinstance(lookbacks, tuple) or not all(
+                isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in lookbacks):
+            raise ValueError(f"vol_lookbacks must be a list of positive integers (bars), got {lookbacks!r}")
+        if len(set(lookbacks)) != len(lookbacks):
+            raise ValueError(f"vol_lookbacks must not repeat a lookback, got {list(lookbacks)}")
+        longest = max(lookbacks, default=0)
+        if longest > self.window:
+            raise ValueError(f"vol_lookbacks: a lookback of {longest} bars is longer than the window of {self.window} "
+                             f"bars, and a feature must not reach further back than the model reads; use lookbacks "
+                             f"of at most {self.window} bars or a longer window")
+
+    @property
+    def residual(self) -> bool:
+        """Whether the HAR forecast is the last input and the model forecasts a correction to it."""
+        return self.residual_to == "har"
+
+    @property
+    def input_lookbacks(self) -> tuple[int, ...]:
+        """The volatility inputs' lookbacks: vol_lookbacks, or by default HAR's (1, h, 4h, 10h) that fit the window."""
+        if self.vol_lookbacks is not None:
+            return self.vol_lookbacks
+        return tuple(length for length in har_lookbacks(self.horizon) if length <= self.window)
+
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> DataConfig:
         return cls(**known_settings(cls, values, "data"))
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        values = dataclasses.asdict(self)
+        if self.vol_lookbacks is not None:
+            values["vol_lookbacks"] = list(self.vol_lookbacks)
+        return values
 
 
 @dataclass(frozen=True)
@@ -113,6 +154,11 @@ class Dataset:
     def n_features(self) -> int:
         return self.features.shape[1]
 
+    @property
+    def residual(self) -> bool:
+        """Whether the last feature is the HAR forecast, which the model corrects (DataConfig.residual_to)."""
+        return self.summary["residual_to"] == "har"
+
     def baseline_metrics(self) -> dict[str, float]:
         """The validation baselines as every epoch's record names them: baseline_har, baseline_persistence, ..."""
         return {f"baseline_{name}": value for name, value in self.baselines.items()}
@@ -133,7 +179,7 @@ class Dataset:
 def load_dataset(path: str | Path, config: DataConfig = DataConfig()) -> Dataset:
     """Read, validate, featurise, split and scale; raises DataError on bad data."""
     bars = read_bars(path, config.columns)
-    features = bar_features(bars)  # (n, f) float32, unscaled
+    features = bar_features(bars, config.input_lookbacks, config.residual)  # (n, f) float32, unscaled; har column 0
     close = bars.close
     del bars  # the other columns are done with: free them before the targets (10M bars: 400 MB)
     pa.default_memory_pool().release_unused()  # they may live in Arrow's pool, which keeps freed pages
@@ -146,11 +192,15 @@ def load_dataset(path: str | Path, config: DataConfig = DataConfig()) -> Dataset
     require_enough_bars(path, n, config)
     split, test_bar, (train_index, val_index, test_index) = _samples(n, config)
 
-    # Scaling statistics from the training part alone: its input bars and its targets.
+    # Scaling statistics from the training part alone: its input bars and its targets. The har column
+    # is already in scaled target units once filled, and is left as it is (mean 0, std 1).
     train_rows = features[1:split - h]
-    feature_mean = np.array([train_rows[:, j].mean(dtype=np.float64) for j in range(features.shape[1])], np.float32)
-    feature_std = np.array([_scale(train_rows[:, j].std(dtype=np.float64))  # a column at a time: memory
-                            for j in range(features.shape[1])], dtype=np.float32)
+    scaled_columns = features.shape[1] - config.residual
+    feature_mean = np.zeros(features.shape[1], np.float32)
+    feature_std = np.ones(features.shape[1], np.float32)
+    for j in range(scaled_columns):  # a column at a time: memory
+        feature_mean[j] = train_rows[:, j].mean(dtype=np.float64)
+        feature_std[j] = _scale(train_rows[:, j].std(dtype=np.float64))
     train_targets = target[train_index]
     scaler = Scaler(feature_mean, feature_std, float(train_targets.mean()), _scale(train_targets.std()))
     features -= feature_mean
@@ -159,6 +209,8 @@ def load_dataset(path: str | Path, config: DataConfig = DataConfig()) -> Dataset
     scaled_persistence = (persistence - scaler.target_mean) / scaler.target_std
 
     har = fit_har(past, scaled_target, train_index)  # (n_lookbacks + 1,): intercept, then each lookback
+    if config.residual:
+        features[:, -1] = har_forecast(past, har, np.arange(n))
     baselines, test_baselines = ({} if not len(index) else scored_baselines(
         scaled_target, scaled_persistence, har_forecast(past, har, index), index) for index in (val_index, test_index))
     del past
@@ -166,7 +218,9 @@ def load_dataset(path: str | Path, config: DataConfig = DataConfig()) -> Dataset
         "path": str(path), "n_bars": n, "fold": config.fold, "split_bar": split, "test_bar": test_bar,
         "n_train": len(train_index),
         "n_val": len(val_index), "n_test": len(test_index), "target": config.target, "horizon": h, "window": w,
-        "features": list(FEATURE_NAMES), "har": {"lookbacks": list(lookbacks), "coefficients": har.tolist()},
+        "features": feature_names(config.input_lookbacks, config.residual),
+        "vol_lookbacks": list(config.input_lookbacks), "residual_to": config.residual_to,
+        "har": {"lookbacks": list(lookbacks), "coefficients": har.tolist()},
     }
     return Dataset(features, scaled_target, train_index, val_index, test_index, w, split, test_bar, scaler,
                    baselines, test_baselines, summary)

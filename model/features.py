@@ -8,6 +8,12 @@ Features, one row per bar t (row 0 has no previous bar and is never used as inpu
   4 lower wick       log(min(open_t, close_t) / low_t)
   5 volume change    log1p(volume_t) - log1p(volume_{t-1})
   6, 7 time of day   sin and cos of 2 pi (seconds since midnight UTC) / 86400
+  8.. volatility      for each lookback L of DataConfig.vol_lookbacks: the log Parkinson volatility
+                      sqrt(mean(log(H/L)^2) / (4 ln 2)) of bars t-L+1..t (from bar 0 near the start):
+                      HAR's inputs, so the model need not learn multi-scale volatility from single bars
+  last: har           with DataConfig.residual_to "har": the HAR forecast of the sample ending at t, in
+                      scaled target units (model/baselines.py; filled by model/data.py once HAR is fitted)
+Every feature of bar t reads bars 0..t only: changing bar t changes no feature before t.
 
 Targets of the sample whose last input bar is i, over the next h bars (TARGETS):
   return      log(close_{i+h} / close_i)
@@ -25,20 +31,27 @@ import numpy as np
 
 from model.bars import Bars
 
-FEATURE_NAMES = ("log_return", "range", "body", "upper_wick", "lower_wick", "volume_change", "tod_sin", "tod_cos")
+BAR_FEATURES = ("log_return", "range", "body", "upper_wick", "lower_wick", "volume_change", "tod_sin", "tod_cos")
 TARGETS = ("return", "volatility", "close")
 VOL_FLOOR = 1e-6  # an all-flat stretch of bars has zero range: keep the log finite
 _NS_PER_DAY = 86_400 * 10**9
 
 
-def bar_features(bars: Bars) -> np.ndarray:
-    """(n_bars, 8) float32 features; row 0 uses itself as the previous bar.
+def feature_names(vol_lookbacks: tuple[int, ...], har: bool) -> list[str]:
+    """The input columns in order: the bar features, vol_{L} per lookback, then har when it is an input."""
+    return [*BAR_FEATURES, *(f"vol_{length}" for length in vol_lookbacks), *(["har"] if har else [])]
 
-    Written column by column into the output with at most four float64 temporaries alive:
-    on 10 million bars the pipeline's peak memory stays within 3x the raw columns.
+
+def bar_features(bars: Bars, vol_lookbacks: tuple[int, ...] = (), har: bool = False) -> np.ndarray:
+    """(n_bars, n_features) float32 features, in feature_names' order; row 0 uses itself as the previous bar.
+
+    The har column, when asked for, is left 0: HAR is fitted on the training segment's scaled
+    targets (model/data.py), which this function does not know. Written column by column into the
+    output with at most four float64 temporaries alive: on 10 million bars the pipeline's peak
+    memory stays within 3x the raw columns.
     """
     n = len(bars)
-    out = np.empty((n, len(FEATURE_NAMES)), dtype=np.float32)
+    out = np.zeros((n, len(feature_names(vol_lookbacks, har))), dtype=np.float32)
     out[0, [0, 5]] = 0.0
 
     def into(column: int, rows: slice = slice(None)) -> dict:
@@ -63,6 +76,26 @@ def bar_features(bars: Bars) -> np.ndarray:
     angle *= 2 * math.pi / _NS_PER_DAY
     np.sin(angle, **into(6))
     np.cos(angle, **into(7))
+    del angle
+    if vol_lookbacks:
+        out[:, len(BAR_FEATURES):len(BAR_FEATURES) + len(vol_lookbacks)] = trailing_log_volatility(
+            out[:, 1], vol_lookbacks)
+    return out
+
+
+def trailing_log_volatility(log_range: np.ndarray, lookbacks: tuple[int, ...]) -> np.ndarray:
+    """(n_bars, n_lookbacks) float32: row t, column j is the log Parkinson volatility of bars t-L_j+1..t.
+
+    log_range: (n_bars,) log(high/low). A window that would start before bar 0 starts at bar 0.
+    """
+    n = len(log_range)
+    out = np.empty((n, len(lookbacks)), dtype=np.float32)
+    sums = np.concatenate([[0.0], np.cumsum(np.square(log_range, dtype=np.float64))])  # sums[j]: bars 0..j-1
+    bars = np.arange(n)
+    for j, length in enumerate(lookbacks):
+        start = np.maximum(bars + 1 - length, 0)
+        variance = (sums[bars + 1] - sums[start]) / (bars + 1 - start)  # Parkinson: / (4 ln 2) is a variance
+        out[:, j] = np.log(np.maximum(np.sqrt(np.maximum(variance, 0.0) / (4 * math.log(2))), VOL_FLOOR))
     return out
 
 

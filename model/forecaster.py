@@ -55,7 +55,9 @@ class Forecaster(nn.Module):
     """features (batch, seqlen, n_features) -> predictions (batch, n_targets).
 
     input projection -> n_layers pre-norm residual Mamba-2 blocks -> final RMSNorm ->
-    linear head on the last position.
+    linear head on the last position. With `config.residual`, the last feature of the last bar is
+    a baseline's forecast (HAR's, model/data.py) and the head's output is a correction added to it;
+    the head starts at zero, so the untrained model forecasts exactly the baseline.
     """
 
     def __init__(self, config: ModelConfig) -> None:
@@ -66,6 +68,8 @@ class Forecaster(nn.Module):
         self.norm_f = nn.RMSNorm(config.d_model, eps=config.norm_eps)
         self.head = nn.Linear(config.d_model, config.n_targets)
         self._rescale_residual_outputs()
+        if config.residual:
+            nn.init.zeros_(self.head.weight)
 
     def _rescale_residual_outputs(self) -> None:
         """mamba_ssm's (and GPT-2's) init: out_proj scaled by 1/sqrt(n_layers), zero biases."""
@@ -83,4 +87,7 @@ class Forecaster(nn.Module):
         for layer in self.layers[:-1]:
             h = layer(h)
         last = self.layers[-1].forward_last(h)  # (b, d_model): the head reads the last position only
-        return self.head(self.norm_f(last))  # (b, n_targets)
+        forecast = self.head(self.norm_f(last))  # (b, n_targets)
+        if self.config.residual:
+            forecast = forecast.float() + features[:, -1, -1:].float()  # (b, 1): the baseline, corrected in fp32
+        return forecast

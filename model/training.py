@@ -80,7 +80,8 @@ class Training:
               checkpoint_dir: str | Path | None) -> Training:
         """The model (seeded), its AdamW and warmup + cosine schedule, on the configured device."""
         device = resolve_device(config.device)
-        model_config = dataclasses.replace(model_config, n_features=data.n_features, n_targets=1)  # set by the data
+        model_config = dataclasses.replace(model_config, n_features=data.n_features, n_targets=1,  # set by the data
+                                           residual=data.residual)
         if config.threads is not None:
             torch.set_num_threads(config.threads)  # the process's setting: a run owns its process
         torch.manual_seed(config.seed)
@@ -275,7 +276,8 @@ def eval_batch_size(config: TrainConfig, device: torch.device) -> int:
 
 def data_identity(data: Dataset) -> dict[str, Any]:
     """What makes two datasets the same for resuming: the bars, the sampling, the scaling."""
-    keys = ("n_bars", "split_bar", "n_train", "n_val", "target", "horizon", "window")
+    keys = ("n_bars", "split_bar", "n_train", "n_val", "target", "horizon", "window", "vol_lookbacks", "residual_to",
+            "har")
     return {**{k: data.summary[k] for k in keys}, "scaler": data.scaler.to_dict()}
 
 
@@ -307,6 +309,19 @@ def evaluate(model: nn.Module, data: Dataset, index: np.ndarray, batch_size: int
         dist.all_reduce(total)
     squared, count = total.tolist()
     return squared / count
+
+
+@torch.inference_mode()
+def predict(model: nn.Module, data: Dataset, index: np.ndarray, batch_size: int, device: torch.device,
+            precision: str = "fp32") -> np.ndarray:
+    """(n,) float64 forecasts, in scaled target units, of the samples ending at bars `index` (n,)."""
+    model.eval()
+    parts = []
+    for part in torch.as_tensor(index).split(batch_size):
+        inputs, _ = data.batch(part)  # (n, window, n_features)
+        with autocast(precision, device):
+            parts.append(model(inputs.to(device))[:, 0].double().cpu())  # (n,)
+    return torch.cat(parts).numpy() if parts else np.empty(0)
 
 
 def epoch_metrics(epoch: int, train_loss: float, val_loss: float, lr: float, samples_per_s: float, epoch_s: float,

@@ -12,12 +12,14 @@ import torch
 
 from model.bars import DataError, read_bars
 from model.data import DataConfig, Dataset, load_dataset
-from model.features import FEATURE_NAMES, TARGETS, bar_features, target_and_persistence
+from model.features import BAR_FEATURES, TARGETS, bar_features, target_and_persistence
 from model.synth import synth_bars
 from tests.bars import write_bars
 
 N_BARS = 3000
-CONFIG = DataConfig(window=32, horizon=6, target="volatility", val_fraction=0.2, test_fraction=0.1, min_val_samples=32)
+# The bar features alone: the pipeline's mechanics (tests/model/test_inputs.py: the volatility and HAR inputs)
+CONFIG = DataConfig(window=32, horizon=6, target="volatility", val_fraction=0.2, test_fraction=0.1, min_val_samples=32,
+                    vol_lookbacks=(), residual_to="none")
 
 
 def as_tensor(array):
@@ -52,7 +54,7 @@ def bars_features_and_targets(bars, config):
 
 
 def test_load_dataset_shapes_and_dtypes(dataset):
-    assert dataset.features.shape == (N_BARS, len(FEATURE_NAMES))
+    assert dataset.features.shape == (N_BARS, len(BAR_FEATURES))
     assert dataset.features.dtype == np.float32
     assert dataset.features.flags.c_contiguous
     assert dataset.n_features == 8
@@ -65,8 +67,8 @@ def test_load_dataset_shapes_and_dtypes(dataset):
     assert dataset.summary == {
         "path": str(dataset.summary["path"]), "n_bars": N_BARS, "fold": 1, "split_bar": 2100, "test_bar": 2700,
         "n_train": len(dataset.train_index), "n_val": len(dataset.val_index), "n_test": len(dataset.test_index),
-        "target": "volatility", "horizon": CONFIG.horizon, "window": CONFIG.window, "features": list(FEATURE_NAMES),
-        "har": {"lookbacks": [1, 6, 24, 60], "coefficients": dataset.summary["har"]["coefficients"]},
+        "target": "volatility", "horizon": CONFIG.horizon, "window": CONFIG.window, "features": list(BAR_FEATURES),
+        "vol_lookbacks": [], "residual_to": "none", "har": {"lookbacks": [1, 6, 24, 60], "coefficients": dataset.summary["har"]["coefficients"]},
     }
     assert len(dataset.summary["har"]["coefficients"]) == 5  # the intercept and one per lookback
 
@@ -311,7 +313,7 @@ def test_load_dataset_with_a_column_mapping(tmp_path):
     pq.write_table(table, tmp_path / "renamed.parquet")
     with pytest.raises(DataError, match=r"column 'timestamp' \(timestamp\) is missing"):
         load_dataset(tmp_path / "renamed.parquet", CONFIG)
-    config = DataConfig(window=32, horizon=6, min_val_samples=32, columns={"timestamp": "ts_event"})
+    config = DataConfig(**{**CONFIG.to_dict(), "columns": {"timestamp": "ts_event"}})
     mapped = load_dataset(tmp_path / "renamed.parquet", config)
     reference = load_dataset(write_synth(tmp_path / "plain.parquet"), CONFIG)
     torch.testing.assert_close(as_tensor(mapped.features), as_tensor(reference.features), rtol=0, atol=0)
@@ -354,6 +356,14 @@ def test_load_dataset_too_few_bars_names_the_smallest_count_that_works(tmp_path)
          r"val_fraction \+ test_fraction must be at most 0.99 so that bars are left to train on, got 0.5 \+ 0.5"),
         ({"columns": {"price": "close"}}, r"columns must map bar fields \(timestamp, open, .*\) to column names"),
         ({"columns": {"timestamp": 5}}, r"columns must map bar fields"),
+        ({"window": 16, "vol_lookbacks": [1, 5, 22]},
+         r"vol_lookbacks: a lookback of 22 bars is longer than the window of 16 bars, .*; use lookbacks of at most 16 "
+         r"bars or a longer window"),
+        ({"vol_lookbacks": [0, 4]}, r"vol_lookbacks must be a list of positive integers \(bars\), got \(0, 4\)"),
+        ({"vol_lookbacks": "5"}, r"vol_lookbacks must be a list of positive integers"),
+        ({"vol_lookbacks": [5, 5]}, r"vol_lookbacks must not repeat a lookback, got \[5, 5\]"),
+        ({"residual_to": "arima"}, r"residual_to must be one of har, none \(the baseline the model corrects, or none\), "
+                                   r"got 'arima'"),
     ],
 )
 def test_data_config_rejects_bad_values(values, match):
@@ -363,14 +373,17 @@ def test_data_config_rejects_bad_values(values, match):
 
 def test_data_config_from_dict_rejects_an_unknown_key():
     with pytest.raises(ValueError, match=r"unknown data setting 'stride'; allowed: window, horizon, target, "
-                                         r"val_fraction, test_fraction, min_val_samples, fold, columns"):
+                                         r"val_fraction, test_fraction, min_val_samples, fold, columns, "
+                                         r"vol_lookbacks, residual_to"):
         DataConfig.from_dict({"window": 16, "stride": 2})
 
 
 def test_data_config_round_trips_through_a_dict():
     config = DataConfig(window=16, horizon=3, target="return", val_fraction=0.3, test_fraction=0.15, min_val_samples=4,
-                        columns={"timestamp": "ts_event"})
+                        columns={"timestamp": "ts_event"}, vol_lookbacks=[2, 8], residual_to="none")
+    assert config.vol_lookbacks == (2, 8) and config.to_dict()["vol_lookbacks"] == [2, 8]  # a list for YAML
     assert DataConfig.from_dict(config.to_dict()) == config
+    assert DataConfig.from_dict(DataConfig().to_dict()) == DataConfig()
     with pytest.raises(ValueError, match=r"window must be a positive integer, got 0"):
         DataConfig.from_dict({"window": 0})
 
@@ -383,8 +396,8 @@ def test_load_dataset_centres_a_constant_feature_without_blowing_it_up(tmp_path)
     pq.write_table(table.set_column(0, "timestamp", days), path)
     ds = load_dataset(path, DataConfig(window=16, horizon=4, min_val_samples=8))
     assert np.isfinite(ds.features).all()
-    torch.testing.assert_close(as_tensor(ds.features[:, 6:]), torch.zeros(600, 2), rtol=0, atol=0)
-    torch.testing.assert_close(as_tensor(ds.scaler.feature_std[6:]), torch.ones(2), rtol=0, atol=0)
+    torch.testing.assert_close(as_tensor(ds.features[:, 6:8]), torch.zeros(600, 2), rtol=0, atol=0)
+    torch.testing.assert_close(as_tensor(ds.scaler.feature_std[6:8]), torch.ones(2), rtol=0, atol=0)
     assert (ds.scaler.feature_std[:6] > 1e-6).all()
 
 

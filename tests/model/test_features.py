@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from model.bars import Bars
-from model.features import bar_features, target_and_persistence
+from model.features import BAR_FEATURES, bar_features, feature_names, target_and_persistence
 
 RNG = np.random.default_rng(0)
 N = 40
@@ -37,14 +37,40 @@ def test_bar_features_follow_their_formulas():
     close(f[0, [0, 5]], [0.0, 0.0])
 
 
+def parkinson(bars):
+    """The log Parkinson volatility of the hand-made bars `bars` (a slice), written out."""
+    return math.log(math.sqrt(np.mean(np.log(HIGH[bars] / LOW[bars]) ** 2) / (4 * math.log(2))))
+
+
+def test_volatility_features_follow_their_formula_and_start_at_bar_0():
+    lookbacks = (1, 4, 10)
+    f = bar_features(BARS, lookbacks, har=True)
+    assert f.shape == (N, 12) and feature_names(lookbacks, True) == [*BAR_FEATURES, "vol_1", "vol_4", "vol_10", "har"]
+    close(f[:, :8], bar_features(BARS))  # the bar features unchanged, first
+    t = 25
+    close(f[t, 8:11], [parkinson(slice(t, t + 1)), parkinson(slice(t - 3, t + 1)), parkinson(slice(t - 9, t + 1))])
+    close(f[2, 8:11], [parkinson(slice(2, 3)), parkinson(slice(0, 3)), parkinson(slice(0, 3))])  # near the start
+    close(f[:, 11], np.zeros(N))  # har: filled by the data pipeline once HAR is fitted
+
+
+@pytest.mark.parametrize("t", [1, 17, N - 1])
+def test_changing_bar_t_changes_no_feature_before_t(t):
+    """No look-ahead: every feature of bar s < t is computed from bars 0..s alone."""
+    lookbacks = (1, 5, 12)
+    before = bar_features(BARS, lookbacks)
+    changed = Bars("changed", BARS.timestamp, *(np.array(a) for a in (OPEN, HIGH, LOW, CLOSE, VOLUME)))
+    changed.high[t] *= 1.5
+    changed.close[t] *= 1.2
+    changed.volume[t] *= 3
+    after = bar_features(changed, lookbacks)
+    torch.testing.assert_close(torch.from_numpy(after[:t]), torch.from_numpy(before[:t]), rtol=0, atol=0)
+    assert not np.allclose(after[t], before[t])  # (the change does reach bar t itself)
+
+
 @pytest.mark.parametrize("target", ["return", "volatility", "close"])
 def test_targets_and_persistence_follow_their_formulas(target):
     h, i = 5, 20
     future, past = target_and_persistence(CLOSE, bar_features(BARS)[:, 1], target, h)
-
-    def parkinson(bars):
-        return math.log(math.sqrt(np.mean(np.log(HIGH[bars] / LOW[bars]) ** 2) / (4 * math.log(2))))
-
     expected = {
         "return": (math.log(CLOSE[i + h] / CLOSE[i]), math.log(CLOSE[i] / CLOSE[i - h])),
         "volatility": (parkinson(slice(i + 1, i + h + 1)), parkinson(slice(i - h + 1, i + 1))),

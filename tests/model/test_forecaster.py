@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from model.forecaster import Forecaster, ModelConfig
@@ -46,3 +47,19 @@ def test_forecaster_scales_residual_outputs_by_depth():
     std = torch.stack([layer.mixer.out_proj.weight.std() for layer in deep.layers]).mean()
     fan_in_std = 1 / (3 * 128) ** 0.5  # kaiming-uniform std of nn.Linear(128, 64)
     torch.testing.assert_close(std, torch.tensor(fan_in_std / 4), rtol=0.05, atol=0)
+
+
+def test_residual_forecaster_starts_at_the_baseline_and_learns_a_correction():
+    """residual: the last feature of the last bar is the baseline's forecast; the untrained model returns it exactly."""
+    torch.manual_seed(0)
+    model = Forecaster(ModelConfig(**{**SMALL.to_dict(), "n_targets": 1, "residual": True}))
+    features = torch.randn(4, 19, 5)
+    torch.testing.assert_close(model(features), features[:, -1, -1:], rtol=0, atol=0)
+    model(features).sub(torch.randn(4, 1)).square().mean().backward()
+    assert model.head.weight.grad.abs().sum() > 0  # the zero head learns at once, and the rest through it
+
+
+def test_residual_needs_a_single_target():
+    with pytest.raises(ValueError, match=r"residual \(a correction to one baseline's forecast\) needs n_targets 1, "
+                                         r"got 2"):
+        ModelConfig(**{**SMALL.to_dict(), "residual": True})

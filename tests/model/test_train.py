@@ -68,10 +68,13 @@ def test_fit_evaluates_epoch_zero_before_any_step(small_data):
     fit(TrainConfig(epochs=1, batch_size=64), SMALL_MODEL, small_data, report=lambda m, c: reports.append(m))
     assert [m["epoch"] for m in reports] == [0, 1]
     torch.manual_seed(0)
-    untrained = Forecaster(ModelConfig(**{**SMALL_MODEL.to_dict(), "n_features": 8, "A_init_range": (1.0, 16.0),
+    untrained = Forecaster(ModelConfig(**{**SMALL_MODEL.to_dict(), "n_features": small_data.n_features,
+                                          "residual": small_data.residual, "A_init_range": (1.0, 16.0),
                                           "dt_limit": (0.0, math.inf)}))
     expected = evaluate(untrained, small_data, small_data.val_index, 64, torch.device("cpu"))
     assert reports[0]["val_loss"] == pytest.approx(expected, rel=1e-6)
+    assert small_data.residual  # the default: the untrained model forecasts HAR exactly
+    assert reports[0]["val_loss"] == pytest.approx(reports[0]["baseline_har"], rel=1e-5)
     sample = e0_train_sample(small_data.train_index, len(small_data.val_index))
     assert len(sample) == len(small_data.val_index) < len(small_data.train_index)  # not a whole pass
     modes = []

@@ -11,7 +11,7 @@ from tuning.cli.help import subcommand
 from tuning.cli.sweep_report import print_finalists, print_test_look
 from tuning.errors import UsageError
 from tuning.search.best_config import train_command, write_best_config
-from tuning.search.finalists import winner
+from tuning.search.finalists import seed_members, winner
 from tuning.search.ledger import Ledger, TrialRecord
 from tuning.search.recipe import TrainingRecipe
 from tuning.search.space import parse_space
@@ -35,6 +35,9 @@ def add_command(commands: argparse._SubParsersAction) -> None:
     best.add_argument("--force", action="store_true", help="replace an existing --out file")
     best.add_argument("--register", metavar="MODEL", help="register the winner's own best.pt (its trial's checkpoint, "
                       "no training) as a new version of MODEL in the MLflow Model Registry")
+    best.add_argument("--ensemble", action="store_true", help="with --register: ship the winner's seed ensemble, the "
+                      "mean forecast of its runs on every confirm seed (the sweep printed its test loss beside the "
+                      "winner's alone)")
     best.add_argument("--alias", help="the alias --register gives the new version, moved from any version it named "
                       "(default challenger)")
     best.add_argument("--tracking-uri", help="MLflow store for --register (default: the one the sweep logged to)")
@@ -52,6 +55,7 @@ def cmd_best(args: argparse.Namespace) -> int:
     if best is None:
         raise UsageError(f"sweep {args.name!r} has no completed trial yet ({len(records)} finished, none ran all "
                          f"{space.scheduler.max_epochs} epochs); resume it or widen the space")
+    members = _ensemble(args, records, best)
     out = args.out or paths.folder / "best.yaml"
     if out.exists() and not args.force:
         raise UsageError(f"{out} exists and is never overwritten by default; pass --force or choose another --out")
@@ -70,7 +74,21 @@ def cmd_best(args: argparse.Namespace) -> int:
         paths.folder / STUDY).exists() else None
     if importances is not None:
         print(importances.describe())
-    return _register_winner(args, store, paths.folder, manifest, best, config, out) if store is not None else 0
+    return _register_winner(args, store, paths.folder, manifest, members, config, out) if store is not None else 0
+
+
+def _ensemble(args: argparse.Namespace, records: list[TrialRecord], best: TrialRecord) -> list[TrialRecord]:
+    """What --register ships: the winner alone, or with --ensemble its seed ensemble (the winner first)."""
+    if not args.ensemble:
+        return [best]
+    if args.register is None:
+        raise UsageError("--ensemble says what --register ships, and --register is not given; add --register MODEL")
+    members = seed_members(records, best)
+    if len(members) < 2:
+        raise UsageError(f"--ensemble: trial {best.trial_id} has no completed run on another seed to average with "
+                         "(the space's confirm.seeds is empty, or those runs did not finish); drop --ensemble, or "
+                         "add confirm.seeds to the space and sweep again")
+    return members
 
 
 def _open_registry(args: argparse.Namespace, manifest: SweepManifest) -> TrackingStore | None:
@@ -91,7 +109,7 @@ def _open_registry(args: argparse.Namespace, manifest: SweepManifest) -> Trackin
 
 
 def _register_winner(args: argparse.Namespace, store: TrackingStore, folder: Path, manifest: SweepManifest,
-                     best: TrialRecord, config: TrainingRecipe, config_file: Path) -> int:
+                     members: list[TrialRecord], config: TrainingRecipe, config_file: Path) -> int:
     import tempfile
 
     from mlflow.exceptions import MlflowException
@@ -101,7 +119,8 @@ def _register_winner(args: argparse.Namespace, store: TrackingStore, folder: Pat
     from tuning.tracking.store import first_line
 
     with tempfile.TemporaryDirectory(prefix="mamba-tune-ship-") as staging:
-        shipment = stage_winner(folder, manifest, best, config, config_file, Path(staging))
+        best = members[0]
+        shipment = stage_winner(folder, manifest, best, config, config_file, Path(staging), members)
         try:
             done = register_model(store, args.experiment, args.register, shipment, alias=args.alias)
         except (MlflowException, OSError) as exc:
@@ -109,9 +128,10 @@ def _register_winner(args: argparse.Namespace, store: TrackingStore, folder: Pat
                   f"was trained, run the same `mamba-tune best {args.name} --register ...` again once the store "
                   "works", file=sys.stderr)
             return 1
-    print(f"registered {done.name} version {done.version} as @{args.alias}: trial {best.trial_id}'s best.pt "
-          f"(epoch {best.best_epoch}), no training (run {done.run_id}, experiment {args.experiment}) "
-          f"in {store.describe()}")
+    what = (f"trial {best.trial_id}'s best.pt (epoch {best.best_epoch})" if len(members) == 1 else
+            f"the seed ensemble of trial {best.trial_id} ({len(members)} runs' best.pt, their mean forecast)")
+    print(f"registered {done.name} version {done.version} as @{args.alias}: {what}, no training "
+          f"(run {done.run_id}, experiment {args.experiment}) in {store.describe()}")
     print(f'load it with: mlflow.set_tracking_uri("{store.uri}"); '
           f'mlflow.pyfunc.load_model("models:/{done.name}@{args.alias}")')
     return 0

@@ -53,3 +53,9 @@ def print_test_look(test: dict[str, Any] | None, folder: Path) -> None:
         return
     scored = f"trial {test['trial_id']}, best.pt of epoch {test['best_epoch']}"
     print(f"test: {one_look_line(test, scored)}; in {folder / TEST_LOOK} (looked at once, after the winner was chosen)")
+    ensemble = test.get("ensemble")
+    if ensemble:
+        members = ", ".join(f"{loss:.4f}" for loss in ensemble["member_test_losses"])
+        source = f"seed ensemble: the mean forecast of {ensemble['n_members']} runs"
+        line = one_look_line({**test, "test_loss": ensemble["test_loss"]}, source)
+        print(f"test: {line}; its runs alone {members}; ship it with `best --register MODEL --ensemble`")

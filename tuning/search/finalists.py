@@ -111,6 +111,15 @@ def finalist_scores(records: list[TrialRecord], confirm: ConfirmConfig) -> list[
     return sorted(scores, key=lambda s: (s.mean, s.record.best_val_loss))
 
 
+def seed_members(records: list[TrialRecord], chosen: TrialRecord) -> list[TrialRecord]:
+    """The chosen trial's seed ensemble: its own run, then its completed confirmation runs on the validation
+    segment (fold 1) on other seeds, by seed. Trained on the same samples and scaling, their forecasts can be
+    averaged; [chosen] alone when it was not confirmed on another seed."""
+    others = sorted((r for r in records if r.stage == CONFIRM and r.finalist == chosen.trial_id and r.fold == 1
+                     and r.stop_reason == "completed" and math.isfinite(r.best_val_loss)), key=lambda r: r.seed)
+    return [chosen, *others]
+
+
 def winner(records: list[TrialRecord], confirm: ConfirmConfig | None) -> TrialRecord | None:
     """The configuration the sweep hands over: the finalist with the lowest mean when finalists were
     confirmed, else the completed search trial with the lowest val_loss (None when none completed)."""

@@ -39,7 +39,7 @@ from model.training import data_identity
 from tuning.cluster.autoscaler import launchable_nodes
 from tuning.cluster.ray_address import ray_address
 from tuning.errors import UsageError
-from tuning.search.finalists import winner
+from tuning.search.finalists import seed_members, winner
 from tuning.search.importance import Importances, load_importances
 from tuning.search.ledger import Ledger, TrialRecord
 from tuning.search.resources import HEAD_RESOURCE, TRIAL_DRIVER_RESOURCES, TrialPlan, fullest_plan, plan_trials
@@ -242,11 +242,13 @@ def _importances(paths: SweepPaths) -> Importances | None:
 
 def _one_look(paths: SweepPaths, space: SweepSpace, data: Dataset) -> dict[str, Any] | None:
     """The winner scored on the test segment (None: no winner, no test segment, or the look failed)."""
-    chosen = winner(list(Ledger(paths.folder / LEDGER).records.values()), space.confirm)
+    records = list(Ledger(paths.folder / LEDGER).records.values())
+    chosen = winner(records, space.confirm)
     if chosen is None:
         return None
     try:
-        return look_at_test_segment(paths.folder, paths.ray_storage, f"{paths.sweep_storage}/train", chosen, data)
+        return look_at_test_segment(paths.folder, paths.ray_storage, f"{paths.sweep_storage}/train", chosen, data,
+                                    seed_members(records, chosen))
     except Exception as exc:  # noqa: BLE001 - the sweep's results stand without it; say why it is missing
         note(f"test segment: could not score trial {chosen.trial_id} there ({first_line(exc)})")
         return None

@@ -3,13 +3,18 @@
 The confirmed winner's own trial (its base seed, fold 1) left a best.pt in Ray Train's storage; it
 becomes a new version of a registered model, the same pyfunc `train --register` logs, in a run
 whose tags say where it came from: the sweep, the trial, the data (path and digest), its
-validation loss and, after the sweep's one look, its test loss.
+validation loss and, after the sweep's one look, its test loss. With --ensemble the model is the
+winner's seed ensemble: its best.pt and those of its confirmation runs on other seeds (fold 1),
+whose mean forecast the pyfunc returns; the tags then give the ensemble's losses.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
+
+import pyarrow.fs
 
 from tuning.errors import UsageError
 from tuning.search.ledger import TrialRecord
@@ -23,20 +28,19 @@ from tuning.tracking.store import resolve_store
 
 
 def stage_winner(folder: Path, manifest: SweepManifest, winner: TrialRecord, config: TrainingRecipe,
-                 config_file: Path, staging: Path) -> Shipment:
-    """Copy the winner's best.pt and history into `staging`; -> what to register. A UsageError when the
-    trial's checkpoints are gone."""
+                 config_file: Path, staging: Path, members: Sequence[TrialRecord] = ()) -> Shipment:
+    """Copy the winner's best.pt and history into `staging`, and the best.pt of each other seed ensemble member
+    (`members`: the winner first, seed_members); -> what to register. A UsageError when a trial's checkpoints
+    are gone."""
     if not Path(manifest.data).is_file():
         raise UsageError(f"{manifest.data}: the bars sweep {manifest.name!r} ran on are gone, and the model is "
                          "registered with its data's digest and an input example from them; restore the file")
     fs = storage_filesystem(manifest.ray_storage)
     train_storage = f"{manifest.ray_storage.rstrip('/')}/{manifest.name}/train"
     checkpoint, history = final_checkpoint(fs, None, train_storage, winner.trial_id, winner.stop_epoch)
-    best = stage_best(fs, train_storage, winner.trial_id, winner.best_epoch, checkpoint, staging / "best.pt")
-    if best is None:
-        raise UsageError(f"trial {winner.trial_id} of sweep {manifest.name!r} has no best.pt left in "
-                         f"{train_storage}; train its configuration with `mamba-tune train --config {config_file}` "
-                         "and register that with --register")
+    best = _stage(fs, train_storage, winner, checkpoint, staging / "best.pt", manifest, config_file)
+    others = tuple(_stage(fs, train_storage, m, final_checkpoint(fs, None, train_storage, m.trial_id, m.stop_epoch)[0],
+                          staging / f"member-{i}.pt", manifest, config_file) for i, m in enumerate(members[1:], 1))
     metrics = staging / "metrics.json"
     metrics.write_text(json.dumps(history or read_history(fs, checkpoint), indent=1))
     tags = {"mamba_tune.role": "sweep-winner", "mamba_tune.sweep": manifest.name,
@@ -45,18 +49,34 @@ def stage_winner(folder: Path, manifest: SweepManifest, winner: TrialRecord, con
             "mamba_tune.best_epoch": str(winner.best_epoch), "mamba_tune.val_loss": f"{winner.best_val_loss:.6g}"}
     test = read_test_look(folder)
     if test is not None and test["trial_id"] == winner.trial_id:
-        tags["mamba_tune.test_loss"] = f"{test['test_loss']:.6g}"
-        tags["mamba_tune.test_baseline_har"] = f"{test['baseline_har']:.6g}"
+        scored = test.get("ensemble") if others else test
+        if scored is not None:
+            tags["mamba_tune.test_loss"] = f"{scored['test_loss']:.6g}"
+            tags["mamba_tune.test_baseline_har"] = f"{test['baseline_har']:.6g}"
+    if others:
+        tags["mamba_tune.ensemble"] = " ".join(m.trial_id for m in members)
     return Shipment(config, Path(manifest.data), best, (config_file, metrics), json.loads(metrics.read_text()),
                     winner.best_epoch, f"sweep {manifest.name} winner {winner.trial_id}", tags,
-                    _description(manifest, winner))
+                    _description(manifest, winner, len(others) + 1), others)
 
 
-def _description(manifest: SweepManifest, winner: TrialRecord) -> str:
+def _stage(fs: pyarrow.fs.FileSystem, train_storage: str, record: TrialRecord, checkpoint: str | None, dest: Path,
+           manifest: SweepManifest, config_file: Path) -> Path:
+    """The record's best.pt copied to `dest`; a UsageError when none is left."""
+    best = stage_best(fs, train_storage, record.trial_id, record.best_epoch, checkpoint, dest)
+    if best is None:
+        raise UsageError(f"trial {record.trial_id} of sweep {manifest.name!r} has no best.pt left in "
+                         f"{train_storage}; train its configuration with `mamba-tune train --config {config_file}` "
+                         "and register that with --register")
+    return best
+
+
+def _description(manifest: SweepManifest, winner: TrialRecord, n_members: int = 1) -> str:
     """The version's description: the trial it is, and a link to its sweep's MLflow run."""
     store = resolve_store(manifest.tracking_uri)
     found = find_sweep_run(store, manifest.name, manifest.sweep_id)
     where = (f"its sweep's run: [{found[1]}](#/experiments/{found[0]}/runs/{found[1]}) in {store.uri}"
              if found else f"its sweep's run is in the experiment {manifest.name} of {store.uri}")
+    ensemble = f", averaged with its runs on {n_members - 1} other seed(s) (a seed ensemble)" if n_members > 1 else ""
     return (f"Trial {winner.trial_id}, the winner of sweep {manifest.name}, as it was trained (best.pt of epoch "
-            f"{winner.best_epoch}, val_loss {winner.best_val_loss:.4f}); {where}.")
+            f"{winner.best_epoch}, val_loss {winner.best_val_loss:.4f}){ensemble}; {where}.")

@@ -1,7 +1,8 @@
 """The registered model: an MLflow pyfunc that forecasts from a DataFrame of bars ("models from code").
 
 tuning/tracking/registry.py logs this file as the model's code, best.pt as its "checkpoint" artifact
-and the `model` package beside it (code_paths), so nothing is pickled and loading needs
+(a seed ensemble: its other members' as "checkpoint_1", ...; the forecast is then the mean of the
+members') and the `model` package beside it (code_paths), so nothing is pickled and loading needs
 neither mamba-tune nor this repository, only the packages in the model's requirements:
 
     import mlflow, pandas as pd
@@ -27,6 +28,7 @@ import torch
 from mlflow.exceptions import MlflowException
 
 from model.bars import FIELDS, DataError, bars_from_table
+from model.baselines import har_forecast, past_quantities
 from model.checkpoint import load_checkpoint
 from model.config import ModelConfig
 from model.features import bar_features
@@ -37,16 +39,22 @@ BATCH = 256  # windows per forward pass: bounds memory on long inputs
 
 
 class BarsForecaster(mlflow.pyfunc.PythonModel):
-    """The Forecaster of a best.pt checkpoint with its scaler and data settings, on CPU in eval mode."""
+    """The Forecaster of a best.pt checkpoint (or the mean of a seed ensemble's) with its scaler and data settings,
+    on CPU in eval mode."""
 
     def load_context(self, context: mlflow.pyfunc.PythonModelContext) -> None:
-        checkpoint = load_checkpoint(context.artifacts["checkpoint"])  # weights_only=True
-        config = ModelConfig.from_dict(checkpoint["model_config"])
-        self.model = Forecaster(dataclasses.replace(config, backend="torch"))  # CPU: the pure-torch path
-        self.model.load_state_dict(checkpoint["model"])
-        self.model.eval()
+        names = ["checkpoint", *sorted((k for k in context.artifacts if k.startswith("checkpoint_")),
+                                       key=lambda k: int(k.split("_")[1]))]
+        checkpoints = [load_checkpoint(context.artifacts[name]) for name in names]  # weights_only=True
+        checkpoint = checkpoints[0]
+        if any(other["data"] != checkpoint["data"] for other in checkpoints[1:]):
+            raise MlflowException("the ensemble's members were trained on different data or scaling; their forecasts "
+                                  "cannot be averaged; register them as separate models")
+        self.models = [_forecaster(c) for c in checkpoints]
         data, scaler = checkpoint["data"], checkpoint["scaler"]
         self.window, self.horizon, self.target = data["window"], data["horizon"], data["target"]
+        self.vol_lookbacks = tuple(data.get("vol_lookbacks", ()))  # (checkpoints before these inputs have neither)
+        self.har = data["har"] if data.get("residual_to") == "har" else None  # lookbacks and scaled coefficients
         self.feature_mean = np.asarray(scaler["feature_mean"], dtype=np.float32)  # (n_features,)
         self.feature_std = np.asarray(scaler["feature_std"], dtype=np.float32)  # (n_features,)
         self.target_mean, self.target_std = float(scaler["target_mean"]), float(scaler["target_std"])
@@ -60,16 +68,29 @@ class BarsForecaster(mlflow.pyfunc.PythonModel):
         (return: a log return; volatility: a log volatility; close: a price).
         """
         bars = _bars(model_input, self.window)
-        features = bar_features(bars)  # (n_bars, n_features) unscaled, float32 as in training
+        features = bar_features(bars, self.vol_lookbacks, self.har is not None)  # (n_bars, n_features) unscaled
         features -= self.feature_mean
         features /= self.feature_std
+        if self.har is not None:  # the HAR forecast the model corrects, in scaled target units as in training
+            log_range = np.log(bars.high) - np.log(bars.low)  # (n_bars,)
+            past = past_quantities(bars.close, log_range, self.target, tuple(self.har["lookbacks"]))
+            features[:, -1] = har_forecast(past, np.asarray(self.har["coefficients"]), np.arange(len(features)))
         windows = torch.from_numpy(features).unfold(0, self.window, 1).transpose(1, 2)  # (n_bars-window+1, window, f)
         windows = windows[1:]  # (n_bars-window, window, n_features): the first would start at bar 0
         with torch.inference_mode():
-            scaled = torch.cat([self.model(part.contiguous()) for part in windows.split(BATCH)])  # (n_bars-window, 1)
+            scaled = torch.cat([torch.stack([model(part.contiguous()) for model in self.models]).mean(dim=0)
+                                for part in windows.split(BATCH)])  # (n_bars-window, 1): the members' mean
         prediction = scaled[:, 0].double().numpy() * self.target_std + self.target_mean
         return pd.DataFrame({"timestamp": pd.to_datetime(bars.timestamp[self.window:]),  # UTC, timezone-naive
                              "prediction": prediction})
+
+
+def _forecaster(checkpoint: dict) -> Forecaster:
+    """The checkpoint's model on CPU (the pure-torch path), in eval mode."""
+    config = ModelConfig.from_dict(checkpoint["model_config"])
+    model = Forecaster(dataclasses.replace(config, backend="torch"))
+    model.load_state_dict(checkpoint["model"])
+    return model.eval()
 
 
 def _bars(frame: pd.DataFrame, window: int):

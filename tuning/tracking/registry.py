@@ -6,7 +6,8 @@
                            metrics every epoch with step=epoch (0: before training)
                            artifacts config.yaml, metrics.json
       logged model "model" (MLflow 3 keeps it beside the run, under <experiment>/models/<model id>):
-                           a pyfunc of tuning/tracking/pyfunc_model.py + the `model` package + best.pt,
+                           a pyfunc of tuning/tracking/pyfunc_model.py + the `model` package + best.pt
+                           (a seed ensemble: its members' best.pt too, checkpoint_1, ...),
                            with its input example, signature (the bar columns) and pinned requirements
     Model Registry         <name> version N, one per registered run, from that logged model, tagged as its run;
                            an alias (e.g. challenger) when one is given
@@ -86,6 +87,7 @@ class Shipment:
     run_name: str
     tags: dict[str, str]  # on the run and on the model version (with the data's digest, DIGEST_TAG)
     description: str | None = None  # the model version's (markdown)
+    members: tuple[Path, ...] = ()  # a seed ensemble's other best.pt files: the model forecasts the mean of all
 
 
 def register_run(store: TrackingStore, experiment: str, model_name: str, config: TrainingRecipe, data_path: Path,
@@ -130,7 +132,8 @@ def register_model(store: TrackingStore, experiment: str, model_name: str, shipm
         info = mlflow.pyfunc.log_model(
             name="model",
             python_model=str(PYFUNC_FILE),  # models from code: the file is the model's code
-            artifacts={"checkpoint": str(shipment.checkpoint.resolve())},
+            artifacts={"checkpoint": str(shipment.checkpoint.resolve()),  # pyfunc_model.py averages every checkpoint*
+                       **{f"checkpoint_{i}": str(path.resolve()) for i, path in enumerate(shipment.members, 1)}},
             code_paths=[str(MODEL_PACKAGE)],  # importable beside the model's code when it loads
             input_example=example,  # saved with the model; MLflow checks that it predicts
             signature=signature(),

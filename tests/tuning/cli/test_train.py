@@ -81,6 +81,9 @@ def test_cli_train_overrides_apply_and_are_validated(workspace):
         ([], "train: {eps: .nan}\n", "{config}: train: eps must be a positive number, got nan"),
         ([], "model: {rmsnorm: 'no'}\n", "{config}: model: rmsnorm must be true or false, got 'no'"),
         ([], "data: {columns: {timestamp: 5}}\n", "{config}: data: columns must map bar fields"),
+        ([], "data: {window: 16, vol_lookbacks: [1, 5, 22]}\n",
+         "{config}: data: vol_lookbacks: a lookback of 22 bars is longer than the window of 16 bars"),
+        ([], "data: {residual_to: persistence}\n", "{config}: data: residual_to must be one of har, none"),
     ],
 )
 def test_cli_train_bad_input_is_one_line_exit_2(workspace, tmp_path, extra, config_text, match):

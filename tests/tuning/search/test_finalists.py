@@ -7,7 +7,7 @@ import statistics
 
 import pytest
 
-from tuning.search.finalists import ConfirmConfig, finalist_scores, finalists, pending_runs, winner
+from tuning.search.finalists import ConfirmConfig, finalist_scores, finalists, pending_runs, seed_members, winner
 from tuning.search.ledger import TrialRecord
 
 
@@ -73,3 +73,15 @@ def test_a_ledger_from_before_confirmation_reads_as_search_trials():
     old = {k: v for k, v in record("a", 0.5).__dict__.items() if k not in ("stage", "seed", "fold", "finalist")}
     read = TrialRecord.from_dict(old)
     assert (read.stage, read.fold, read.finalist) == ("search", 1, None)
+
+
+def test_seed_members_are_the_winner_and_its_completed_fold_1_runs_on_other_seeds_by_seed():
+    chosen = record("a", 0.5)
+    records = [chosen, record("b", 0.4),
+               record("a-s2", 0.6, stage="confirm", seed=2, finalist="a"),
+               record("a-s1", 0.55, stage="confirm", seed=1, finalist="a"),
+               record("a-f2", 0.5, stage="confirm", seed=0, fold=2, finalist="a"),  # another fold: other samples
+               record("a-s3", math.nan, reason="nan", stage="confirm", seed=3, finalist="a"),  # diverged
+               record("b-s1", 0.3, stage="confirm", seed=1, finalist="b")]
+    assert [m.trial_id for m in seed_members(records, chosen)] == ["a", "a-s1", "a-s2"]
+    assert seed_members([chosen], chosen) == [chosen]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 
@@ -9,6 +10,7 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
+from tuning.search.gate import GateConfig
 from tuning.search.searcher import fail_lost_trials, make_searcher
 from tuning.search.space import load_space
 
@@ -17,7 +19,8 @@ ROOT = Path(__file__).resolve().parents[3]
 
 @pytest.fixture()
 def searcher(tmp_path):
-    space = load_space(ROOT / "search_spaces/smoke.yaml")  # gate at epoch 2 (ratio_to_e0 0.9), 6 epochs
+    space = load_space(ROOT / "search_spaces/smoke.yaml")  # 6 epochs, the gate at epoch 2
+    space = dataclasses.replace(space, gate=GateConfig(epoch=2, ratio_to_e0=0.9))  # (E0-relative: clearer numbers)
     url = f"sqlite:///{tmp_path / 'optuna.db'}"
     return make_searcher(space, url, "smoke"), url
 

@@ -19,7 +19,8 @@ def test_space_default_is_the_original_system_workload():
     assert space.search["learning_rate"] == FloatRange(1e-5, 1e-2, log=True)
     assert space.search["batch_size"] == Choice((128, 256, 512, 1024))
     assert space.initial == ({"learning_rate": 5e-5, "weight_decay": 1e-4, "batch_size": 512},)
-    assert (space.scheduler.max_epochs, space.gate.epoch, space.gate.ratio_to_e0) == (50, 15, 0.9)
+    assert (space.scheduler.max_epochs, space.gate.epoch, space.gate.ratio_to_baseline) == (50, 15, 1.0)
+    assert space.gate.baseline == "har" and space.run.data.residual  # the model starts at HAR and must beat it
     assert space.run.train.epochs == 50 and space.run.data.val_fraction == 0.2
     assert space.run.data.test_fraction == 0.1 and space.confirm == ConfirmConfig(top_k=3, seeds=(1, 2), folds=1)
 

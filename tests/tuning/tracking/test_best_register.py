@@ -19,7 +19,7 @@ from mlflow import MlflowClient
 from tests.bars import write_bars
 from tests.cli import assert_one_line_error, free_port, run_cli
 from tests.tuning.tracking.test_registry import checkpoint_forecast
-from tuning.search.finalists import winner
+from tuning.search.finalists import seed_members, winner
 from tuning.search.ledger import Ledger
 from tuning.search.space import parse_space
 from tuning.sweep.trial_files import final_checkpoint, stage_best, storage_filesystem
@@ -34,11 +34,29 @@ def the_winner(storage: Path):
     folder = storage / "t"
     manifest = json.loads((folder / "sweep.json").read_text())
     best = winner(list(Ledger(folder / "trials.json").records.values()), parse_space(manifest["space"], "x").confirm)
+    return best, best_pt(storage, best)
+
+
+def best_pt(storage: Path, record):
+    """The record's best.pt, copied out of Ray Train's storage."""
     fs, train = storage_filesystem(str(storage)), f"{storage}/t/train"
-    checkpoint, _ = final_checkpoint(fs, None, train, best.trial_id, best.stop_epoch)
+    checkpoint, _ = final_checkpoint(fs, None, train, record.trial_id, record.stop_epoch)
     copy = Path(tempfile.mkdtemp()) / "best.pt"
-    assert stage_best(fs, train, best.trial_id, best.best_epoch, checkpoint, copy) == copy
-    return best, copy
+    assert stage_best(fs, train, record.trial_id, record.best_epoch, checkpoint, copy) == copy
+    return copy
+
+
+def predict_in_a_fresh_process(uri: str, model_uri: str, bars: Path, tmp_path: Path):
+    """The registered model loaded by URI in a new Python process and run on `bars` -> its predictions (n,)."""
+    script = textwrap.dedent(f"""
+        import mlflow, pandas as pd
+        mlflow.set_tracking_uri({uri!r})
+        loaded = mlflow.pyfunc.load_model({model_uri!r})
+        loaded.predict(pd.read_parquet({str(bars)!r})).to_parquet({str(tmp_path / "out.parquet")!r})
+    """)
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return torch.tensor(pq.read_table(tmp_path / "out.parquet").to_pandas()["prediction"].to_numpy())
 
 
 def test_best_register_ships_the_winners_own_checkpoint_as_challenger(finished_sweep, bars, mlflow_server,
@@ -80,17 +98,38 @@ def test_best_register_ships_the_winners_own_checkpoint_as_challenger(finished_s
 
     new_bars = tmp_path / "new.parquet"
     write_bars(new_bars, 200, seed=9)
-    script = textwrap.dedent(f"""
-        import mlflow, pandas as pd
-        mlflow.set_tracking_uri({mlflow_server.url!r})
-        loaded = mlflow.pyfunc.load_model("models:/{MODEL}@challenger")
-        loaded.predict(pd.read_parquet({str(new_bars)!r})).to_parquet({str(tmp_path / "out.parquet")!r})
-    """)
-    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    predicted = pq.read_table(tmp_path / "out.parquet").to_pandas()
+    predicted = predict_in_a_fresh_process(mlflow_server.url, f"models:/{MODEL}@challenger", new_bars, tmp_path)
     _, expected = checkpoint_forecast(checkpoint, new_bars)  # the trial's own best.pt, by hand
-    torch.testing.assert_close(torch.tensor(predicted["prediction"].to_numpy()), torch.from_numpy(expected))
+    torch.testing.assert_close(predicted, torch.from_numpy(expected))
+
+
+def test_best_register_ensemble_ships_the_mean_of_the_winners_seeds(finished_sweep, mlflow_server, tmp_path):
+    """The session's sweep confirms its finalist on seed 1: with --ensemble, the model averages both runs."""
+    _, storage, _, _ = finished_sweep
+    best, _ = the_winner(storage)
+    records = list(Ledger(storage / "t" / "trials.json").records.values())
+    members = seed_members(records, best)
+    assert [m.seed for m in members[1:]] == [1] and members[1].fold == 1
+    test_look = json.loads((storage / "t" / "test.json").read_text())
+    ensemble = test_look["ensemble"]  # the sweep's one look scored the ensemble beside the winner
+    assert ensemble["trials"] == [m.trial_id for m in members] and ensemble["n_members"] == 2
+    assert ensemble["member_test_losses"][0] == pytest.approx(test_look["test_loss"], rel=1e-6)
+
+    name = f"{MODEL}-ensemble"
+    done = run_cli("best", "t", "--storage", storage, "--out", tmp_path / "best.yaml", "--register", name,
+                   "--ensemble", "--tracking-uri", mlflow_server.url)
+    assert done.returncode == 0, done.stderr
+    assert (f"registered {name} version 1 as @challenger: the seed ensemble of trial {best.trial_id} (2 runs' "
+            "best.pt, their mean forecast), no training") in done.stdout, done.stdout
+    version = MlflowClient(mlflow_server.url, mlflow_server.url).get_model_version(name, "1")
+    assert version.tags["mamba_tune.ensemble"] == " ".join(m.trial_id for m in members)
+    assert version.tags["mamba_tune.test_loss"] == f"{ensemble['test_loss']:.6g}"
+    new_bars = tmp_path / "new.parquet"
+    write_bars(new_bars, 200, seed=9)
+    predicted = predict_in_a_fresh_process(mlflow_server.url, f"models:/{name}/1", new_bars, tmp_path)
+    alone = [torch.from_numpy(checkpoint_forecast(best_pt(storage, m), new_bars)[1]) for m in members]
+    torch.testing.assert_close(predicted, (alone[0] + alone[1]) / 2)
+    assert not torch.allclose(alone[0], alone[1])  # two different models, averaged
 
 
 @pytest.mark.parametrize(("flags", "message"), [
@@ -98,9 +137,11 @@ def test_best_register_ships_the_winners_own_checkpoint_as_challenger(finished_s
     (["--register", MODEL, "--alias", "v3"], "--alias 'v3': an alias is 1 to 255 letters"),
     (["--register", "bad name"], "--register 'bad name': a model name is"),
     (["--alias", "challenger"], "--alias, --tracking-uri and --experiment say how --register ships the winner"),
+    (["--ensemble"], "--ensemble says what --register ships, and --register is not given; add --register MODEL"),
     (["--register", MODEL, "--tracking-uri", "http://127.0.0.1:{port}"], "tracking store http://127.0.0.1:{port}: "
                                                                          "not reachable"),
-], ids=["reserved alias", "version-like alias", "bad model name", "alias without register", "unreachable store"])
+], ids=["reserved alias", "version-like alias", "bad model name", "alias without register", "ensemble without register",
+        "unreachable store"])
 def test_best_register_bad_input_is_one_line_exit_2_and_writes_nothing(finished_sweep, flags, message, tmp_path):
     _, storage, _, _ = finished_sweep
     port = free_port()  # nothing listens on it

@@ -28,6 +28,7 @@ from mlflow.exceptions import MlflowException
 
 import model.train
 from model.bars import read_bars
+from model.baselines import past_quantities
 from model.checkpoint import load_checkpoint
 from model.config import ModelConfig
 from model.features import bar_features
@@ -99,11 +100,17 @@ def checkpoint_forecast(checkpoint_path: Path, bars_path: Path) -> tuple[np.ndar
     net = Forecaster(ModelConfig.from_dict(saved["model_config"]))
     net.load_state_dict(saved["model"])
     net.eval()
-    scaler, window = saved["scaler"], saved["data"]["window"]
+    scaler, data = saved["scaler"], saved["data"]
+    window, residual = data["window"], data["residual_to"] == "har"
     bars = read_bars(bars_path)
-    features = (bar_features(bars) - np.float32(scaler["feature_mean"])) / np.float32(scaler["feature_std"])
+    features = bar_features(bars, tuple(data["vol_lookbacks"]), residual)
+    features = (features - np.float32(scaler["feature_mean"])) / np.float32(scaler["feature_std"])
+    if residual:  # the HAR forecast, scaled, from the coefficients fitted on the training segment
+        log_range = np.log(bars.high) - np.log(bars.low)
+        past = past_quantities(bars.close, log_range, data["target"], tuple(data["har"]["lookbacks"]))
+        features[:, -1] = past @ np.array(data["har"]["coefficients"][1:]) + data["har"]["coefficients"][0]
     ends = range(window, len(bars))  # bar 0 has no previous bar: the first window ends at bar `window`
-    windows = torch.stack([torch.from_numpy(features[i - window + 1:i + 1]) for i in ends])  # (n, window, 8)
+    windows = torch.stack([torch.from_numpy(features[i - window + 1:i + 1]) for i in ends])  # (n, window, f)
     with torch.no_grad():
         scaled = net(windows)[:, 0].double()  # (n,)
     return bars.timestamp[window:], (scaled * scaler["target_std"] + scaler["target_mean"]).numpy()
