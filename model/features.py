@@ -87,15 +87,26 @@ def trailing_log_volatility(log_range: np.ndarray, lookbacks: tuple[int, ...]) -
     """(n_bars, n_lookbacks) float32: row t, column j is the log Parkinson volatility of bars t-L_j+1..t.
 
     log_range: (n_bars,) log(high/low). A window that would start before bar 0 starts at bar 0.
+    Two float64 temporaries of n_bars alive at a time: the running sum and one column.
     """
     n = len(log_range)
     out = np.empty((n, len(lookbacks)), dtype=np.float32)
-    sums = np.concatenate([[0.0], np.cumsum(np.square(log_range, dtype=np.float64))])  # sums[j]: bars 0..j-1
-    bars = np.arange(n)
+    sums = np.empty(n + 1)  # sums[j]: bars 0..j-1
+    sums[0] = 0.0
+    np.cumsum(np.square(log_range, dtype=np.float64), out=sums[1:])
     for j, length in enumerate(lookbacks):
-        start = np.maximum(bars + 1 - length, 0)
-        variance = (sums[bars + 1] - sums[start]) / (bars + 1 - start)  # Parkinson: / (4 ln 2) is a variance
-        out[:, j] = np.log(np.maximum(np.sqrt(np.maximum(variance, 0.0) / (4 * math.log(2))), VOL_FLOOR))
+        variance = np.empty(n)
+        head = min(length - 1, n)  # bars 0..length-2 have fewer than `length` bars behind them
+        np.divide(sums[1:head + 1], np.arange(1, head + 1), out=variance[:head])
+        if head < n:  # the rest: the last `length` bars
+            np.subtract(sums[length:], sums[:n + 1 - length], out=variance[head:])
+            variance[head:] /= length
+        variance /= 4 * math.log(2)  # Parkinson: mean(log(H/L)^2) / (4 ln 2) is a variance
+        np.maximum(variance, 0.0, out=variance)
+        np.sqrt(variance, out=variance)
+        np.maximum(variance, VOL_FLOOR, out=variance)
+        np.log(variance, out=out[:, j], casting="same_kind")
+        del variance
     return out
 
 

@@ -17,7 +17,7 @@ import dataclasses
 import math
 import resource
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,8 @@ from model.schedule import lr_factor
 from model.train_config import TrainConfig
 
 Report = Callable[[dict[str, Any], Path | None], None]
+IDENTITY_KEYS = ("n_bars", "split_bar", "n_train", "n_val", "target", "horizon", "window", "vol_lookbacks",
+                 "residual_to", "har")  # data_identity's, with the scaler
 Progress = Callable[[int, int, int], None]
 
 
@@ -110,10 +112,11 @@ class Training:
         """Every piece of state from last.pt; ResumeMismatch when it was made with other settings or data."""
         path = self.checkpoint_dir / "last.pt"
         saved = load_checkpoint(path, map_location=self.device)
-        for what, mine, theirs in (("model configuration", self.model_config.to_dict(), saved["model_config"]),
-                                   ("training configuration", self.config.to_dict(),  # defaults for newer keys
+        for what, mine, theirs in (("model configuration", self.model_config.to_dict(),  # defaults for newer keys
+                                    ModelConfig.from_dict(saved["model_config"]).to_dict()),
+                                   ("training configuration", self.config.to_dict(),
                                     TrainConfig.from_dict(saved["train_config"]).to_dict()),
-                                   ("data", data_identity(self.data), saved["data"])):
+                                   ("data", data_identity(self.data, keys=saved["data"]), saved["data"])):
             if mine != theirs:
                 raise ResumeMismatch(f"{path} was trained with other {what}; resume with the same data and "
                                      "settings, or train into a new --out")
@@ -274,11 +277,13 @@ def eval_batch_size(config: TrainConfig, device: torch.device) -> int:
     return config.eval_batch_size or (1024 if device.type == "cuda" else 64)
 
 
-def data_identity(data: Dataset) -> dict[str, Any]:
-    """What makes two datasets the same for resuming: the bars, the sampling, the scaling."""
-    keys = ("n_bars", "split_bar", "n_train", "n_val", "target", "horizon", "window", "vol_lookbacks", "residual_to",
-            "har")
-    return {**{k: data.summary[k] for k in keys}, "scaler": data.scaler.to_dict()}
+def data_identity(data: Dataset, keys: Iterable[str] | None = None) -> dict[str, Any]:
+    """What makes two datasets the same for resuming: the bars, the sampling, the inputs, the scaling.
+
+    keys: only these (those an identity saved by an earlier version has: it predates the newer ones).
+    """
+    identity = {**{k: data.summary[k] for k in IDENTITY_KEYS}, "scaler": data.scaler.to_dict()}
+    return identity if keys is None else {k: identity[k] for k in keys if k in identity}
 
 
 def e0_train_sample(train_index: np.ndarray, n: int) -> np.ndarray:

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from model.bars import Bars
-from model.features import BAR_FEATURES, bar_features, feature_names, target_and_persistence
+from model.features import BAR_FEATURES, bar_features, feature_names, target_and_persistence, trailing_log_volatility
 
 RNG = np.random.default_rng(0)
 N = 40
@@ -51,6 +51,8 @@ def test_volatility_features_follow_their_formula_and_start_at_bar_0():
     close(f[t, 8:11], [parkinson(slice(t, t + 1)), parkinson(slice(t - 3, t + 1)), parkinson(slice(t - 9, t + 1))])
     close(f[2, 8:11], [parkinson(slice(2, 3)), parkinson(slice(0, 3)), parkinson(slice(0, 3))])  # near the start
     close(f[:, 11], np.zeros(N))  # har: filled by the data pipeline once HAR is fitted
+    short = trailing_log_volatility(np.log(HIGH[:5] / LOW[:5]), (10,))  # a lookback longer than the bars
+    close(short[:, 0], [parkinson(slice(0, t + 1)) for t in range(5)])
 
 
 @pytest.mark.parametrize("t", [1, 17, N - 1])

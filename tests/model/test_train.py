@@ -137,6 +137,31 @@ def test_fit_resumed_from_a_checkpoint_continues_exactly(small_data, tmp_path):
         assert (a["train_loss"], a["val_loss"], a["lr"]) == (b["train_loss"], b["val_loss"], b["lr"])
 
 
+def test_fit_resumes_a_checkpoint_saved_before_the_volatility_and_har_inputs(small_data, tmp_path):
+    """An earlier version's last.pt has no residual setting and no input keys in its data identity: on the bar
+    features alone (what it trained on) it resumes; a newer identity key it lacks is not a difference."""
+    path = tmp_path / "bars.parquet"
+    write_bars(path, 1500, seed=3)
+    bars_only = load_dataset(path, DataConfig(window=32, horizon=6, vol_lookbacks=(), residual_to="none"))
+    config = TrainConfig(epochs=2, batch_size=64)
+
+    def stop_after_first_epoch(metrics, checkpoint):
+        if metrics["epoch"] == 1:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        fit(config, SMALL_MODEL, bars_only, checkpoint_dir=tmp_path / "run", report=stop_after_first_epoch)
+    saved = torch.load(tmp_path / "run" / "last.pt", weights_only=True)
+    del saved["model_config"]["residual"]
+    for key in ("vol_lookbacks", "residual_to", "har"):
+        del saved["data"][key]
+    torch.save(saved, tmp_path / "run" / "last.pt")
+    resumed = fit(config, SMALL_MODEL, bars_only, checkpoint_dir=tmp_path / "run", resume=True)
+    assert [m["epoch"] for m in resumed.history] == [0, 1, 2]
+    with pytest.raises(ResumeMismatch, match="was trained with other"):  # the default inputs are other inputs
+        fit(config, SMALL_MODEL, small_data, checkpoint_dir=tmp_path / "run", resume=True)
+
+
 def test_fit_refuses_to_resume_with_another_model(small_data, tmp_path):
     fit(TrainConfig(epochs=1, batch_size=64), SMALL_MODEL, small_data, checkpoint_dir=tmp_path)
     other = ModelConfig(**{**SMALL_MODEL.to_dict(), "n_layers": 1, "A_init_range": (1.0, 16.0),

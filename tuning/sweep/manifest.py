@@ -3,7 +3,9 @@
 The file is JSON with these keys (`sweep_id`, `tracking_uri` and `memory_probe` are absent
 from files written by older versions: the id is then the creation time, the store the
 default one, and there was no probe; `stages` is there once `resume --trials` extended the
-sweep: the trials asked for by the first run and by each extension, cumulative).
+sweep: the trials asked for by the first run and by each extension, cumulative). A sweep whose
+`data_identity` has no `residual_to` predates the volatility and HAR inputs: its space is read
+with `data: {vol_lookbacks: [], residual_to: none}`, the bar features it trained on.
 """
 
 from __future__ import annotations
@@ -44,6 +46,8 @@ class SweepManifest:
     def from_dict(cls, values: dict[str, Any]) -> SweepManifest:
         known = {f.name for f in dataclasses.fields(cls)}
         values = {k: v for k, v in values.items() if k in known}
+        if "residual_to" not in values["data_identity"]:
+            values = {**values, "space": _bar_inputs_only(values["space"])}
         return cls(**{"tracking_uri": None, **values, "sweep_id": values.get("sweep_id") or values["created"],
                       "stages": tuple(values.get("stages") or ())})
 
@@ -63,6 +67,13 @@ class SweepManifest:
     def extended(self, trials: int) -> SweepManifest:
         """The manifest of the sweep extended to `trials` search trials (more than it has)."""
         return dataclasses.replace(self, trials=trials, stages=(*self.trial_stages, trials))
+
+
+def _bar_inputs_only(space: dict[str, Any]) -> dict[str, Any]:
+    """The space of a sweep started before the volatility and HAR inputs (model/features.py), which trained
+    on the bar features alone: pinned to them, so that it resumes on the inputs its trials began with."""
+    run = space.get("run") or {}
+    return {**space, "run": {**run, "data": {"vol_lookbacks": [], "residual_to": "none", **(run.get("data") or {})}}}
 
 
 def check_new(paths: SweepPaths) -> None:

@@ -112,7 +112,7 @@ def load_for_resume(paths: SweepPaths, manifest: SweepManifest) -> tuple[SweepPa
     paths = SweepPaths(paths.name, paths.folder, manifest.ray_storage)  # where it ran, e.g. s3://...
     space = parse_space(manifest.space, str(paths.folder / MANIFEST))
     data = load_dataset(Path(manifest.data), space.run.data)
-    if data_identity(data) != manifest.data_identity:
+    if data_identity(data, keys=manifest.data_identity) != manifest.data_identity:
         raise UsageError(f"{manifest.data} has changed since sweep {paths.name!r} started, so its trials "
                          "cannot continue on it; restore the file or start a new sweep")
     return paths, space, data

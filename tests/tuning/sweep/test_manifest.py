@@ -13,7 +13,7 @@ OLDER = {"name": "t", "data": "/data/bars.parquet", "space": {"name": "t"}, "tri
 
 def test_manifest_round_trips_through_json(tmp_path):
     manifest = SweepManifest.new("t", tmp_path / "bars.parquet", {"name": "t"}, 5, "/s/t", "sqlite:///m.db",
-                                 {"n_bars": 1500}, {"removed": [1024]})
+                                 {"n_bars": 1500, "residual_to": "har"}, {"removed": [1024]})
     again = SweepManifest.from_dict(json.loads(json.dumps(manifest.to_dict())))
     assert again == manifest and Path(again.data).is_absolute() and len(again.sweep_id) == 32
 
@@ -42,3 +42,13 @@ def test_an_extended_manifest_keeps_its_stages_and_round_trips():
     twice = manifest.extended(8).extended(12)
     assert (twice.trials, twice.trial_stages) == (12, (5, 8, 12))
     assert twice.to_dict()["stages"] == [5, 8, 12] and SweepManifest.from_dict(twice.to_dict()) == twice
+
+
+def test_a_sweep_from_before_the_volatility_and_har_inputs_resumes_on_the_bar_features_alone():
+    older = {**OLDER, "space": {"name": "t", "run": {"data": {"window": 16}, "model": {"d_model": 16}}}}
+    space = SweepManifest.from_dict(older).space
+    assert space["run"] == {"data": {"vol_lookbacks": [], "residual_to": "none", "window": 16},
+                            "model": {"d_model": 16}}
+    assert SweepManifest.from_dict(OLDER).space["run"]["data"] == {"vol_lookbacks": [], "residual_to": "none"}
+    newer = {**older, "data_identity": {"n_bars": 1500, "residual_to": "har"}}
+    assert SweepManifest.from_dict(newer).space == older["space"]  # today's sweeps: their space as written
