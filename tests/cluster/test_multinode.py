@@ -123,10 +123,11 @@ def test_a_folder_one_node_cannot_see_is_refused_as_storage(cluster, bars, tmp_p
 
 def test_a_sweep_survives_the_loss_of_its_worker_node(cluster, tracking_server, bars, tmp_path):
     storage = tmp_path / "shared" / "sweeps"
-    # One ASHA rung, at epoch 2 (the next would be 8, the end): a trial past it trains to epoch 8, so one
-    # caught at epochs 3-5 is still training when its node dies (the first initial point always gets there).
+    # One ASHA rung, at epoch 2 (the next would be 16, the end): a trial past it trains to epoch 16, so one
+    # caught at epochs 3-5 is still training when its node dies (the first initial point always gets there):
+    # 11 epochs or more are left, seconds of training, where the kill takes milliseconds after the catch.
     space = write_space(tmp_path, trials=6, initial=SPACE["initial"][:1], resources=RESOURCES,
-                        scheduler={"max_epochs": 8, "grace_period": 2, "reduction_factor": 4})
+                        scheduler={"max_epochs": 16, "grace_period": 2, "reduction_factor": 8})
     client, job = submit(cluster, "sweep", "--data", bars, "--space", space, "--storage", storage, "--name", "k",
                          "--tracking-uri", tracking_server.url)
     deadline = time.monotonic() + 600
