@@ -44,8 +44,10 @@ def score_ensemble(checkpoints: list[str | Path], data: Dataset) -> dict[str, An
     validation segment); val_loss is the ensemble's on the validation samples, where each member was chosen.
     """
     _require_test_segment(data)
-    val = [checkpoint_forecasts(c, data, data.val_index) for c in checkpoints]  # each (n_val,)
-    test = [checkpoint_forecasts(c, data, data.test_index) for c in checkpoints]  # each (n_test,)
+    both = np.concatenate([data.val_index, data.test_index])  # each model loaded once, for both segments
+    forecasts = [checkpoint_forecasts(c, data, both) for c in checkpoints]  # each (n_val + n_test,)
+    val = [f[:len(data.val_index)] for f in forecasts]  # each (n_val,)
+    test = [f[len(data.val_index):] for f in forecasts]  # each (n_test,)
     return {"val_loss": _mse(np.mean(val, axis=0), data, data.val_index),
             "test_loss": _mse(np.mean(test, axis=0), data, data.test_index),
             "member_test_losses": [_mse(f, data, data.test_index) for f in test], "n_members": len(checkpoints)}

@@ -18,7 +18,7 @@ from model.atomic import write_text_atomic
 from model.data import Dataset
 from model.holdout import score_ensemble, score_on_test_segment
 from tuning.search.ledger import TrialRecord
-from tuning.sweep.trial_files import copy_file, final_checkpoint, stage_best, storage_filesystem
+from tuning.sweep.trial_files import copy_file, final_checkpoint, stage_record_best, storage_filesystem
 from tuning.sweep_files import TEST_LOOK, read_test_look
 
 
@@ -41,9 +41,8 @@ def look_at_test_segment(folder: Path, ray_storage: str, train_storage: str, win
             return None
         scores = {"trial_id": winner.trial_id, "best_epoch": winner.best_epoch, **score_on_test_segment(best, data)}
         if members is not None and len(members) > 1:
-            staged = [best, *(stage_best(fs, train_storage, m.trial_id, m.best_epoch,
-                                         final_checkpoint(fs, None, train_storage, m.trial_id, m.stop_epoch)[0],
-                                         Path(tmp) / f"member-{i}.pt") for i, m in enumerate(members[1:], 1))]
+            staged = [best, *(stage_record_best(fs, train_storage, m, Path(tmp) / f"member-{i}.pt")
+                              for i, m in enumerate(members[1:], 1))]
             if all(path is not None for path in staged):
                 scores["ensemble"] = {"trials": [m.trial_id for m in members], **score_ensemble(staged, data)}
     write_text_atomic(folder / TEST_LOOK, json.dumps(scores, indent=1))

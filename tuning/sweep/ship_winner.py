@@ -14,13 +14,11 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-import pyarrow.fs
-
 from tuning.errors import UsageError
 from tuning.search.ledger import TrialRecord
 from tuning.search.recipe import TrainingRecipe
 from tuning.sweep.manifest import SweepManifest
-from tuning.sweep.trial_files import final_checkpoint, read_history, stage_best, storage_filesystem
+from tuning.sweep.trial_files import final_checkpoint, read_history, stage_best, stage_record_best, storage_filesystem
 from tuning.sweep_files import read_test_look
 from tuning.tracking.registry import Shipment
 from tuning.tracking.runs import find_sweep_run
@@ -38,9 +36,10 @@ def stage_winner(folder: Path, manifest: SweepManifest, winner: TrialRecord, con
     fs = storage_filesystem(manifest.ray_storage)
     train_storage = f"{manifest.ray_storage.rstrip('/')}/{manifest.name}/train"
     checkpoint, history = final_checkpoint(fs, None, train_storage, winner.trial_id, winner.stop_epoch)
-    best = _stage(fs, train_storage, winner, checkpoint, staging / "best.pt", manifest, config_file)
-    others = tuple(_stage(fs, train_storage, m, final_checkpoint(fs, None, train_storage, m.trial_id, m.stop_epoch)[0],
-                          staging / f"member-{i}.pt", manifest, config_file) for i, m in enumerate(members[1:], 1))
+    best = _staged(stage_best(fs, train_storage, winner.trial_id, winner.best_epoch, checkpoint, staging / "best.pt"),
+                   winner, train_storage, manifest, config_file)
+    others = tuple(_staged(stage_record_best(fs, train_storage, m, staging / f"member-{i}.pt"), m, train_storage,
+                           manifest, config_file) for i, m in enumerate(members[1:], 1))
     metrics = staging / "metrics.json"
     metrics.write_text(json.dumps(history or read_history(fs, checkpoint), indent=1))
     tags = {"mamba_tune.role": "sweep-winner", "mamba_tune.sweep": manifest.name,
@@ -60,10 +59,9 @@ def stage_winner(folder: Path, manifest: SweepManifest, winner: TrialRecord, con
                     _description(manifest, winner, len(others) + 1), others)
 
 
-def _stage(fs: pyarrow.fs.FileSystem, train_storage: str, record: TrialRecord, checkpoint: str | None, dest: Path,
-           manifest: SweepManifest, config_file: Path) -> Path:
-    """The record's best.pt copied to `dest`; a UsageError when none is left."""
-    best = stage_best(fs, train_storage, record.trial_id, record.best_epoch, checkpoint, dest)
+def _staged(best: Path | None, record: TrialRecord, train_storage: str, manifest: SweepManifest,
+            config_file: Path) -> Path:
+    """The record's staged best.pt; a UsageError when none was left to stage."""
     if best is None:
         raise UsageError(f"trial {record.trial_id} of sweep {manifest.name!r} has no best.pt left in "
                          f"{train_storage}; train its configuration with `mamba-tune train --config {config_file}` "

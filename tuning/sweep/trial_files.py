@@ -22,7 +22,7 @@ from typing import Any
 
 import pyarrow.fs
 
-from tuning.search.ledger import Ledger
+from tuning.search.ledger import Ledger, TrialRecord
 from tuning.search.scheduler import RecordedCurve
 from tuning.sweep_files import is_uri
 
@@ -61,6 +61,13 @@ def stage_best(fs: pyarrow.fs.FileSystem, train_storage: str, trial_id: str, bes
     """
     staged = _copy(fs, best_snapshot(train_storage, trial_id, best_epoch), dest)
     return staged if staged is not None else copy_file(fs, checkpoint, "best.pt", dest)
+
+
+def stage_record_best(fs: pyarrow.fs.FileSystem, train_storage: str, record: TrialRecord, dest: Path) -> Path | None:
+    """Copy the best.pt of a finished trial's record to `dest` (stage_best from the checkpoint it ended on);
+    None when there is none."""
+    checkpoint, _ = final_checkpoint(fs, None, train_storage, record.trial_id, record.stop_epoch)
+    return stage_best(fs, train_storage, record.trial_id, record.best_epoch, checkpoint, dest)
 
 
 def _copy(fs: pyarrow.fs.FileSystem, path: str, dest: Path) -> Path | None:

@@ -22,7 +22,7 @@ from tests.tuning.tracking.test_registry import checkpoint_forecast
 from tuning.search.finalists import seed_members, winner
 from tuning.search.ledger import Ledger
 from tuning.search.space import parse_space
-from tuning.sweep.trial_files import final_checkpoint, stage_best, storage_filesystem
+from tuning.sweep.trial_files import stage_record_best, storage_filesystem
 from tuning.tracking.lineage import file_digest
 
 pytestmark = pytest.mark.integration
@@ -39,10 +39,8 @@ def the_winner(storage: Path):
 
 def best_pt(storage: Path, record):
     """The record's best.pt, copied out of Ray Train's storage."""
-    fs, train = storage_filesystem(str(storage)), f"{storage}/t/train"
-    checkpoint, _ = final_checkpoint(fs, None, train, record.trial_id, record.stop_epoch)
     copy = Path(tempfile.mkdtemp()) / "best.pt"
-    assert stage_best(fs, train, record.trial_id, record.best_epoch, checkpoint, copy) == copy
+    assert stage_record_best(storage_filesystem(str(storage)), f"{storage}/t/train", record, copy) == copy
     return copy
 
 
