@@ -17,7 +17,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 $(STAMP): pyproject.toml Makefile
 	test -x $(PY) || python3 -m venv $(VENV)
 ifeq ($(HAS_NVIDIA),yes)
-	$(PY) -m pip install -q "torch>=2.4"
+	$(PY) -m pip install -q "torch>=2.6"
 	$(PY) -m pip install -q -e '.[dev,bench,data]'
 	$(PY) -m pip install -q --no-build-isolation -e '.[cuda]'
 else
@@ -62,6 +62,7 @@ bench: $(STAMP)
 	$(PY) bench/model_throughput.py
 	$(PY) bench/train_epoch.py
 	$(PY) bench/data_pipeline.py
+	$(PY) bench/driver_memory.py
 	$(PY) bench/sweep_overhead.py
 	$(PY) bench/search_efficiency.py
 	$(PY) bench/training_outcomes.py
@@ -69,3 +70,24 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache
+
+# The cluster's locks (cluster.yaml installs them with --require-hashes): exact versions and sha256
+# hashes for linux x86_64, CPython 3.11, wheels only. The head's (pyproject's dependencies and
+# cluster/locks/head.in) is compiled first; the GPU workers' against it as constraints, so the two
+# agree on every package they share. Kept pins stay; `make lock LOCK_ARGS=--upgrade` moves them on.
+# mamba-ssm and causal-conv1d (gpu-worker.in) are resolved for their requirements but not emitted:
+# their prebuilt wheels are pinned in cuda-kernels.txt, which cluster/cuda-wheels.sh publish writes.
+UV_VERSION ?= 0.13.9
+LOCK_VENV ?= $(HOME)/.cache/mamba-tune/lock-venv
+LOCK_ARGS ?=
+LOCK_COMPILE = $(LOCK_VENV)/bin/uv pip compile --quiet --no-config --generate-hashes --only-binary :all: \
+	--python-version 3.11 --python-platform x86_64-manylinux_2_28 --default-index https://pypi.org/simple \
+	--custom-compile-command "make lock" $(LOCK_ARGS)
+
+.PHONY: lock
+lock:
+	test -x $(LOCK_VENV)/bin/uv || (python3 -m venv $(LOCK_VENV) && $(LOCK_VENV)/bin/pip install -q "uv==$(UV_VERSION)")
+	$(LOCK_COMPILE) pyproject.toml cluster/locks/head.in -o cluster/locks/head.txt
+	$(LOCK_COMPILE) pyproject.toml cluster/locks/gpu-worker.in -c cluster/locks/head.txt \
+		--no-binary mamba-ssm --no-binary causal-conv1d --no-emit-package mamba-ssm --no-emit-package causal-conv1d \
+		-o cluster/locks/gpu-worker.txt

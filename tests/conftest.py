@@ -62,7 +62,9 @@ def finished_sweep(bars, tmp_path_factory):
     folder = tmp_path_factory.mktemp("sweep")
     storage, uri = folder / "sweeps", f"sqlite:///{folder / 'mlflow' / 'mlflow.db'}"
     # One trial at a time: ASHA's decisions depend on the order trials reach a rung, and this order is then fixed.
-    space = write_space(folder, resources={"max_concurrent": 1}, confirm={"top_k": 1, "seeds": [1], "folds": 2})
+    # gpus_per_trial auto, as search_spaces/default.yaml asks: no GPU here, so the trials run on CPUs.
+    space = write_space(folder, resources={"max_concurrent": 1, "gpus_per_trial": "auto"},
+                        confirm={"top_k": 1, "seeds": [1], "folds": 2})
     done = run_cli("sweep", "--data", bars, "--space", space, "--storage", storage, "--tracking-uri", uri)
     assert done.returncode == 0, done.stderr[-3000:]
     return folder, storage, uri, done

@@ -5,8 +5,8 @@
     cluster/   doctor, node probe, the autoscaler's nodes, the shared-storage check
     tracking/  MLflow: store, typed writes, spool and sender, the sweep's runs, registry, plots
     search/    the space, the gate, GatedASHA, the Optuna searcher, the ledger, the best configuration
-Imports go down this list (and to `model/`), never back. errors.py, yaml_io.py, progress.py and
-sweep_files.py are shared by every stage.
+Imports go down this list (and to `model/`), never back. errors.py, yaml_io.py, progress.py,
+sweep_files.py and uri_secrets.py are shared by every stage.
 """
 
 from tuning import _moved

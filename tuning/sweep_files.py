@@ -7,6 +7,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tuning.errors import UsageError
+from tuning.uri_secrets import STORAGE_CREDENTIALS, refuse_credentials
+
 DEFAULT_STORAGE = "runs/sweeps"  # sweeps live in <storage>/<name>/
 MANIFEST = "sweep.json"  # what was asked: data, space, trials
 LEDGER = "trials.json"  # every finished trial and why it ended
@@ -22,6 +25,28 @@ RAY_LOG = "ray.log"  # Ray's own messages, kept out of the progress lines (tunin
 def is_uri(storage: str) -> bool:
     """s3://bucket/sweeps and the like (a filesystem every node reaches), as opposed to a folder path."""
     return "://" in storage
+
+
+def valid_name(name: Any) -> bool:
+    """A sweep name: letters, digits, '-' and '_' (it names a folder and an Optuna study)."""
+    return isinstance(name, str) and name.replace("-", "").replace("_", "").isalnum()
+
+
+def storage_holds(location: str) -> bool:
+    """Whether the folder or URI (s3://bucket/sweeps/NAME/tune) exists and holds anything.
+
+    Raises UsageError when a URI's file system cannot be reached (credentials, network)."""
+    if not is_uri(location):
+        folder = Path(location)
+        return folder.is_dir() and any(folder.iterdir())
+    import pyarrow.fs
+
+    try:
+        fs, path = pyarrow.fs.FileSystem.from_uri(location)
+        return bool(fs.get_file_info(pyarrow.fs.FileSelector(path, allow_not_found=True, recursive=False)))
+    except (OSError, ValueError) as exc:  # pyarrow's ArrowIOError and ArrowInvalid derive from these
+        raise UsageError(f"--storage {location}: cannot be read ({str(exc).splitlines()[0]}); check the URI and "
+                         "the credentials in the environment or the node's instance profile") from None
 
 
 def read_test_look(folder: Path) -> dict[str, Any] | None:
@@ -62,7 +87,15 @@ class SweepPaths:
 
 
 def sweep_paths(storage: str, name: str) -> SweepPaths:
-    """Where a sweep lives: all in <storage>/<name>, or with a URI storage, its local files in runs/sweeps/<name>."""
+    """Where a sweep lives: all in <storage>/<name>, or with a URI storage, its local files in runs/sweeps/<name>.
+
+    Raises UsageError for a name that is not one (it could name a folder outside the storage) and for a URI
+    that holds credentials.
+    """
+    if not valid_name(name):
+        raise UsageError(f"sweep name {name!r}: use letters, digits, '-' or '_' (it names a folder and an Optuna "
+                         "study); `mamba-tune list` shows the sweeps there are")
+    refuse_credentials("--storage", storage, STORAGE_CREDENTIALS)
     if is_uri(storage):
         return SweepPaths(name, Path(DEFAULT_STORAGE).resolve() / name, storage)
     root = Path(storage).expanduser().resolve()

@@ -8,6 +8,7 @@ from tests.cluster.ray_cluster import RayCluster, client_token_auth
 from tests.tuning.mlflow_server import MlflowServer
 
 TRIAL_SLOT = "trial_slot"  # the custom resource only the worker node has: trials ask for it
+SPOT_SLOT = "spot_slot"  # the same, for the nodes the preemption test starts
 
 
 @pytest.fixture(scope="module")

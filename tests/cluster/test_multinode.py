@@ -18,7 +18,7 @@ import pytest
 from ray.job_submission import JobStatus, JobSubmissionClient
 
 from tests.cli import ROOT, assert_one_line_error, cli_command, run_cli
-from tests.cluster.conftest import TRIAL_SLOT
+from tests.cluster.conftest import SPOT_SLOT, TRIAL_SLOT
 from tests.tuning.mlflow_layout import assert_sweep_logged
 from tests.tuning.sweeps import SPACE, ledger, write_space
 from tuning.sweep_files import LEDGER
@@ -151,3 +151,34 @@ def test_a_sweep_survives_the_loss_of_its_worker_node(cluster, tracking_server, 
     used = train_nodes(cluster)
     assert interrupted not in before and {lost, replacement} <= used[interrupted], (lost, replacement, used)
     assert_sweep_logged(tracking_server.url, "k", after, tmp_path)
+
+
+def test_a_preempted_node_costs_its_trials_none_of_their_failure_budget(cluster, tracking_server, bars, tmp_path):
+    """max_failures 0: a lost node would end its trials as errors; a preempted one (Ray told of it first, as
+    the autoscaler is of a spot reclaim) resumes them from their checkpoints on another node."""
+    storage = tmp_path / "shared" / "sweeps"
+    cluster.add_node("spot-a", cpus=2, resources={SPOT_SLOT: 2})  # its own resource: its trials run there only
+    # One trial, the first initial point, which passes the gate and the rung at epoch 2 (a trial the gate stops
+    # may write a checkpoint or two past it before it is killed, and would look like one still training).
+    space = write_space(tmp_path, trials=1, initial=SPACE["initial"][:1],
+                        resources={**RESOURCES, "custom": {SPOT_SLOT: 1}, "max_failures": 0},
+                        scheduler={"max_epochs": 16, "grace_period": 2, "reduction_factor": 8})  # as above
+    client, job = submit(cluster, "sweep", "--data", bars, "--space", space, "--storage", storage, "--name", "p",
+                         "--tracking-uri", tracking_server.url)
+    deadline = time.monotonic() + 600
+    while not (interrupted := running_past_the_first_rung(storage / "p", range(3, 6))):
+        status = client.get_job_status(job)
+        assert time.monotonic() < deadline and status in {JobStatus.PENDING, JobStatus.RUNNING}, client.get_job_logs(job)
+        time.sleep(0.2)
+    preempted = cluster.node_ids["spot-a"]
+    cluster.preempt_node("spot-a")  # milliseconds after the catch: 11 epochs or more are left
+    assert client.get_job_status(job) == JobStatus.RUNNING
+    cluster.add_node("spot-b", cpus=2, resources={SPOT_SLOT: 2})  # the capacity the autoscaler brings back
+    wait_for(client, job)
+
+    after = ledger(storage / "p")
+    assert list(after) == [interrupted] and after[interrupted]["stop_reason"] == "completed", after
+    assert after[interrupted]["stop_epoch"] == 16
+    used = train_nodes(cluster)
+    assert {preempted, cluster.node_ids["spot-b"]} <= used[interrupted], used
+    assert_sweep_logged(tracking_server.url, "p", after, tmp_path)

@@ -22,7 +22,8 @@ from tuning.progress import LOGGER as PROGRESS_LOGGER
 from tuning.progress import EpochEnded, Note, TrialEnded, TrialStarted, event_of
 from tuning.search.finalists import CONFIRM, SEARCH, winner
 from tuning.search.ledger import Ledger, best_record
-from tuning.search.space import AUTO, parse_space, valid_name
+from tuning.search.resources import gpus_on
+from tuning.search.space import AUTO, parse_space
 from tuning.sweep.manifest import SweepManifest, check_new, read_manifest
 from tuning.sweep_files import (
     DEFAULT_STORAGE,
@@ -31,6 +32,7 @@ from tuning.sweep_files import (
     TRACKING_SPOOL,
     sweep_paths,
     unwritable_reason,
+    valid_name,
 )
 from tuning.tracking.store import open_store, resolve_store
 from tuning.yaml_io import read_yaml
@@ -118,6 +120,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     client = open_store(store)  # an unreachable tracking server fails here, in seconds, before Ray starts
     started = session.start_ray(args.address)
     try:
+        space_values, space = settle_gpus(space_values, space, gpus_on(session.cluster_views()), str(args.space))
         plan = session.cluster_plan(space)
         check_shared(paths.ray_storage)  # a node-local folder on a cluster: refused before anything is written
         probe = run_probe(space, data, plan, args.memory_budget)
@@ -173,6 +176,22 @@ def cmd_resume(args: argparse.Namespace) -> int:
     finally:
         if started:
             session.ray.shutdown()
+
+
+def settle_gpus(values: dict[str, Any], space: Any, gpus: float, source: str) -> tuple[dict[str, Any], Any]:
+    """The space's values and space, with gpus_per_trial auto made 0 (said in a line) where the cluster has no GPU
+    and can launch none; a sweep that asks for no GPU where there are GPUs is warned, in one line."""
+    asked = space.resources.gpus_per_trial
+    if asked == AUTO and not gpus:
+        print("resources: gpus_per_trial auto, and no node of this cluster has a GPU or can launch one: "
+              "trials run on CPUs", flush=True)
+        values = {**values, "resources": {**values["resources"], "gpus_per_trial": 0}}
+        return values, parse_space(values, source)
+    if asked == 0 and gpus:
+        print(f"warning: resources.gpus_per_trial is 0 and this cluster has {gpus:g} GPU(s) or can launch them: "
+              "trials run on CPUs and leave the GPUs idle; set gpus_per_trial to auto (or a number) to train on "
+              "them", file=sys.stderr, flush=True)
+    return values, space
 
 
 def _with_precision(values: Any, precision: str | None) -> Any:

@@ -8,8 +8,8 @@ Layout (search_spaces/default.yaml is the reference):
   gate:       the milestone gate (tuning/search/gate.py): epoch, threshold / ratio_to_baseline (to the
               validation loss of baseline: har, persistence or mean) / ratio_to_e0
   resources:  workers, cpus_per_worker, gpus_per_trial (a fraction packs trials on a GPU; auto: the memory
-              probe packs as many as fit), max_concurrent,
-              custom (Ray resources a worker asks for)
+              probe packs as many as fit, or CPUs where the cluster has no GPU), max_concurrent,
+              custom (Ray resources a worker asks for), max_failures (worker failures a trial survives)
   confirm:    top_k, seeds, folds: the finalists trained again after the search (tuning/search/finalists.py)
   run:        the fixed data / model / train settings every trial shares (TrainingRecipe's sections)
 Every problem is one ConfigError naming the file and the key.
@@ -26,6 +26,7 @@ from model.train_config import BOUNDS as TRAIN_BOUNDS
 from tuning.search.finalists import ConfirmConfig
 from tuning.search.gate import GateConfig
 from tuning.search.recipe import TrainingRecipe
+from tuning.sweep_files import valid_name
 from tuning.yaml_io import ConfigError, read_yaml
 
 SEARCHABLE = {"learning_rate": "lr", "weight_decay": "weight_decay", "batch_size": "batch_size"}  # -> TrainConfig
@@ -70,9 +71,14 @@ class ResourceConfig:
     # Custom Ray resources each worker asks for, e.g. {a100: 1} for nodes started with
     # `ray start --resources '{"a100": 4}'`: trials then run on those nodes only.
     custom: dict[str, float] = field(default_factory=dict)
+    # Worker failures (a crash, a lost node) a trial survives, each resumed from its latest checkpoint.
+    # A node preemption (a spot reclaim Ray is told of) is not counted: it always resumes.
+    max_failures: int = 2
 
     def __post_init__(self) -> None:
         require_positive_ints(self, ("workers", "max_concurrent"), optional=("max_concurrent",))
+        if not isinstance(self.max_failures, int) or isinstance(self.max_failures, bool) or self.max_failures < 0:
+            raise ValueError(f"max_failures must be an integer >= 0, got {self.max_failures!r}")
         if not _positive_number(self.cpus_per_worker):
             raise ValueError(f"cpus_per_worker must be a positive number, got {self.cpus_per_worker!r}")
         if not (self.gpus_per_trial == AUTO or finite_number(self.gpus_per_trial) and self.gpus_per_trial >= 0):
@@ -99,11 +105,6 @@ class SweepSpace:
     resources: ResourceConfig
     run: TrainingRecipe = field(default_factory=TrainingRecipe)
     confirm: ConfirmConfig | None = None  # finalists trained again (tuning/search/finalists.py); None: not
-
-
-def valid_name(name: Any) -> bool:
-    """A sweep name: letters, digits, '-' and '_' (it names a folder and an Optuna study)."""
-    return isinstance(name, str) and name.replace("-", "").replace("_", "").isalnum()
 
 
 def with_params(run: TrainingRecipe, params: dict[str, Any]) -> TrainingRecipe:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from tuning.errors import UsageError
-from tuning.sweep_files import MANIFEST, SweepPaths
+from tuning.sweep_files import MANIFEST, SweepPaths, storage_holds
 
 
 @dataclass(frozen=True)
@@ -77,9 +77,15 @@ def _bar_inputs_only(space: dict[str, Any]) -> dict[str, Any]:
 
 
 def check_new(paths: SweepPaths) -> None:
+    """Refuse a sweep whose name is taken: by a sweep here, or by a Ray Tune experiment in its storage (started
+    from another folder or head, whose resume it would break)."""
     if (paths.folder / MANIFEST).exists():
         raise UsageError(f"a sweep named {paths.name!r} already exists in {paths.folder}; continue it with "
                          f"`mamba-tune resume {paths.name}` or start another with --name")
+    if storage_holds(paths.experiment):
+        raise UsageError(f"--storage {paths.ray_storage} already holds a sweep named {paths.name!r} "
+                         f"({paths.experiment}), started from another folder or machine; start this one with "
+                         "another --name, or resume that one where it was started")
 
 
 def read_manifest(paths: SweepPaths) -> SweepManifest:

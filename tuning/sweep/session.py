@@ -42,7 +42,7 @@ from tuning.errors import UsageError
 from tuning.search.finalists import seed_members, winner
 from tuning.search.importance import Importances, load_importances
 from tuning.search.ledger import Ledger, TrialRecord
-from tuning.search.resources import HEAD_RESOURCE, TRIAL_DRIVER_RESOURCES, TrialPlan, fullest_plan, plan_trials
+from tuning.search.resources import HEAD_RESOURCE, TRIAL_DRIVER_RESOURCES, TrialPlan, fullest_plan
 from tuning.search.scheduler import GatedASHA
 from tuning.search.searcher import fail_lost_trials, make_searcher
 from tuning.search.space import SweepSpace, parse_space
@@ -165,12 +165,17 @@ def cluster_plan(space: SweepSpace) -> TrialPlan:
     On a cluster `ray up` made, the plan is for the nodes its autoscaler may launch too, not only
     those up now (GPU nodes that scale from zero are not up yet).
     """
+    return fullest_plan(space.resources, cluster_views())
+
+
+def cluster_views() -> list[list[dict[str, float]]]:
+    """The cluster's nodes (their resources) as they are now and, on a cluster `ray up` made, fully scaled."""
     alive = [node["Resources"] for node in ray.nodes() if node["Alive"]]
     launchable = launchable_nodes()
     if not launchable:
-        return plan_trials(space.resources, alive)
+        return [alive]
     heads = [node for node in alive if HEAD_RESOURCE in node]
-    return fullest_plan(space.resources, [alive, heads + launchable])
+    return [alive, heads + launchable]
 
 
 def open_tracking(store: TrackingStore, client: Any, paths: SweepPaths, manifest: SweepManifest,
@@ -272,6 +277,7 @@ def end_lost_trials(paths: SweepPaths) -> None:
 def _trial_setup(paths: SweepPaths, space: SweepSpace, data: Dataset, plan: TrialPlan) -> TrialSetup:
     """What every trial shares, the data put in the object store once."""
     return TrialSetup(run=space.run.to_dict(), dataset=ray.put(data), plan=plan, storage=f"{paths.sweep_storage}/train",
+                      max_failures=space.resources.max_failures,
                       finished={k: r.final_result() for k, r in Ledger(paths.folder / LEDGER).records.items()})
 
 

@@ -44,7 +44,7 @@ class TrialSetup:
     dataset: ray.ObjectRef  # the Dataset, loaded once by the sweep
     plan: TrialPlan
     storage: str  # Ray Train's storage for trial checkpoints (a path every node sees, or a URI)
-    max_failures: int = 2  # worker failures a trial survives, each resumed from its latest checkpoint
+    max_failures: int = 2  # worker failures a trial survives, each resumed from its latest checkpoint (not preemptions)
     # Trials the ledger holds as finished -> their last result. A driver killed outright (SIGKILL)
     # leaves Ray Tune's last saved state behind the ledger, and `resume` would run them again: they
     # report their recorded end at once instead.
@@ -72,7 +72,9 @@ def run_trial(params: dict[str, Any], setup: TrialSetup) -> None:
             resources_per_worker=setup.plan.worker_resources()),
         run_config=ray.train.RunConfig(
             name=trial_id, storage_path=setup.storage, callbacks=[TuneReportCallback()],
-            failure_config=ray.train.FailureConfig(max_failures=setup.max_failures),
+            # A preempted node (drained by the cloud's notice, then gone) is charged to its own budget, unlimited:
+            # a spot reclaim resumes the trial from its latest checkpoint and leaves max_failures for real failures.
+            failure_config=ray.train.FailureConfig(max_failures=setup.max_failures, max_preemption_failures=-1),
             # The newest two: a trial the scheduler stops may write more before it is killed; the driver
             # reads the history of the one it stopped on, its best.pt from the snapshots (tuning/sweep/trial_files.py).
             checkpoint_config=ray.train.CheckpointConfig(num_to_keep=2)),

@@ -55,6 +55,9 @@ class TrackingLog:
         self.sent_while_down = 0
         self.done = threading.Condition()
         self.stopping = False
+        if self.spool.refused:
+            note(f"tracking: left out {self.spool.refused} write(s) in {spool} that upload a file from outside "
+                 f"{self.spool.staging}, where the sweep stages its files; a spool it did not write is not trusted")
         if self.queue:
             note(f"tracking: sending {len(self.queue)} write(s) saved in {spool} by an earlier run")
         self.thread = threading.Thread(target=self._serve, name="mamba-tune-tracking", daemon=True)

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tuning.errors import UsageError
+from tuning.uri_secrets import TRACKING_CREDENTIALS, refuse_credentials
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
@@ -80,6 +81,7 @@ def resolve_store(uri: str | None = None, folder: str | Path = DEFAULT_TRACKING_
         root = Path(folder).expanduser().resolve()
         return TrackingStore(f"sqlite:///{root / DATABASE}", (root / ARTIFACTS).as_uri())
     if uri.startswith(("http://", "https://")):
+        refuse_credentials("tracking URI (--tracking-uri or MLFLOW_TRACKING_URI)", uri, TRACKING_CREDENTIALS)
         return TrackingStore(uri.rstrip("/"), None)
     if uri.startswith("sqlite:///"):
         root = Path(uri.removeprefix("sqlite:///")).expanduser().resolve().parent

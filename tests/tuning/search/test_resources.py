@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from tuning.search.resources import ResourceError, TrialPlan, plan_trials
+from tuning.search.resources import (
+    HEAD_RESOURCE,
+    TRIAL_DRIVER_MEMORY_MB,
+    TRIAL_DRIVER_RESOURCES,
+    ResourceError,
+    TrialPlan,
+    gpus_on,
+    plan_trials,
+)
 from tuning.search.space import ResourceConfig
 
 LAPTOP = [{"CPU": 2.0}]
@@ -64,3 +72,22 @@ def test_plan_trials_refuses_what_the_cluster_can_never_hold(config, match):
 def test_plan_trials_refuses_a_fraction_above_one_gpu_per_worker():
     with pytest.raises(ResourceError, match=r"1.5 GPU a worker.*whole GPUs"):
         plan_trials(ResourceConfig(workers=2, gpus_per_trial=3), GPU_NODES)
+
+
+def test_gpus_on_counts_the_gpus_of_the_fullest_view_of_the_cluster():
+    assert gpus_on([LAPTOP]) == 0 and gpus_on([]) == 0
+    assert gpus_on([LAPTOP, GPU_NODES]) == gpus_on([GPU_NODES]) == sum(n.get("GPU", 0) for n in GPU_NODES) > 0
+
+
+def test_plan_trials_runs_no_more_trials_than_the_heads_memory_holds_drivers_for():
+    head = {"CPU": 8.0, HEAD_RESOURCE: 1.0, "memory": 4.5 * TRIAL_DRIVER_RESOURCES["memory"]}
+    gpu_nodes = [{"CPU": 4.0, "GPU": 1.0}] * 8
+    plan = plan_trials(ResourceConfig(gpus_per_trial=0.25), [head, *gpu_nodes])  # the workers hold 32
+    assert (plan.concurrency, plan.head_bound) == (4, True)
+    assert plan.describe() == ("4 trial(s) at once, each 1 worker(s) of 1 CPU + 0.25 GPU (as many as the head's "
+                               f"memory holds, {TRIAL_DRIVER_MEMORY_MB} MB a trial; a larger head runs more)")
+    plan = plan_trials(ResourceConfig(gpus_per_trial=1), [head, *gpu_nodes[:2]])  # the workers hold 2
+    assert (plan.concurrency, plan.head_bound) == (2, False) and "head" not in plan.describe()
+    with pytest.raises(ResourceError, match=r"the head node has 512 MB of memory for Ray's tasks and a trial's "
+                                            rf"driver needs {TRIAL_DRIVER_MEMORY_MB} MB there"):
+        plan_trials(ResourceConfig(), [{**head, "memory": 512 * 2**20}, *gpu_nodes])

@@ -23,6 +23,7 @@ def test_space_default_is_the_original_system_workload():
     assert space.gate.baseline == "har" and space.run.data.residual  # the model starts at HAR and must beat it
     assert space.run.train.epochs == 50 and space.run.data.val_fraction == 0.2
     assert space.run.data.test_fraction == 0.1 and space.confirm == ConfirmConfig(top_k=3, seeds=(1, 2), folds=1)
+    assert space.resources.gpus_per_trial == "auto"  # the cluster's GPUs where there are any, else CPUs
 
 
 def test_space_smoke_loads_and_is_small():
@@ -92,6 +93,8 @@ def write(tmp_path, change):
         ({"resources.custom": {"GPU": 1}}, r"resources: custom: 'GPU' is not a custom resource name"),
         ({"resources.custom": {"node:__internal_head__": 1}}, r"custom: 'node:__internal_head__' is not a custom"),
         ({"resources.custom": {"a100": 0}}, r"resources: custom: a100 must be a positive number, got 0"),
+        ({"resources.max_failures": -1}, r"resources: max_failures must be an integer >= 0, got -1"),
+        ({"resources.max_failures": 1.5}, r"resources: max_failures must be an integer >= 0, got 1.5"),
         ({"run.train.device": "cuda"}, r"run.train.device is cuda and resources.gpus_per_trial 0 gives each trial no GPU"),
         ({"run.train.threads": 0}, r"run: train: threads must be a positive integer, got 0"),
         ({"gate.baseline": "arima"}, r"gate: baseline must be one of har, persistence, mean, got 'arima'"),

@@ -17,6 +17,7 @@ from tests.cli import assert_one_line_error, run_cli
 from tests.tuning.mlflow_layout import assert_sweep_logged
 from tests.tuning.mlflow_server import free_port
 from tests.tuning.sweeps import ledger, write_space
+from tuning.search.space import parse_space
 from tuning.tracking.lineage import file_digest
 
 pytestmark = pytest.mark.integration
@@ -65,6 +66,16 @@ def test_sweep_stops_trials_by_asha_and_gate_and_its_best_trains_again(bars, fin
     test = json.loads((tmp_path / "prod" / "test.json").read_text())  # the one look at the test segment
     assert set(test) == {"test_loss", "baseline_har", "baseline_persistence", "baseline_mean", "n_test"}
     assert f"test loss {test['test_loss']:.4f} on {test['n_test']} test samples (best.pt, epoch" in trained.stdout
+
+
+def test_a_sweep_asking_for_gpus_auto_on_a_cluster_without_gpus_trains_on_cpus_and_says_so(finished_sweep):
+    _, storage, _, done = finished_sweep
+    said = ("resources: gpus_per_trial auto, and no node of this cluster has a GPU or can launch one: "
+            "trials run on CPUs\nsweep t: 5 trials, 1 trial(s) at once, each 1 worker(s) of 1 CPU\n")
+    assert said in done.stdout
+    manifest = json.loads((storage / "t" / "sweep.json").read_text())
+    assert manifest["space"]["resources"]["gpus_per_trial"] == 0  # resumed as it ran
+    assert parse_space(manifest["space"], "sweep.json").run.train.device == "cpu"  # every trial's device
 
 
 def test_sweep_confirms_its_finalist_over_seeds_and_folds(finished_sweep, tmp_path):
@@ -148,10 +159,10 @@ def test_sweep_refuses_at_once_a_tracking_server_that_does_not_answer(bars, tmp_
     ("resources", "message"),
     [({"cpus_per_worker": 8}, "resources: a trial asks for 1 worker(s) of 8 CPU each, the cluster"),
      ({"gpus_per_trial": 1}, "resources: a trial asks for 1 worker(s) of 1 CPU and 1 GPU each"),
-     ({"gpus_per_trial": "auto"}, "resources: a trial asks for 1 worker(s) of 1 CPU and 1 GPU each"),
      ({"workers": 64}, "resources: a trial asks for 64 worker(s)")],
 )
 def test_sweep_refuses_at_once_what_the_cluster_cannot_hold(bars, tmp_path, resources, message):
+    """(gpus_per_trial auto is not refused here: with no GPU anywhere the sweep runs on CPUs, see above.)"""
     start = time.monotonic()
     done = run_cli("sweep", "--data", bars, "--space", write_space(tmp_path, resources=resources),
                "--storage", tmp_path / "sweeps", timeout=120)

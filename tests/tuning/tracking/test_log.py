@@ -97,3 +97,27 @@ def test_tracking_log_buffers_while_the_server_is_down_and_saves_what_it_cannot_
     assert replay.close(60) == 0 and not spool.exists()
     assert [s for s, _ in steps(replay, "t1")] == [0, 1, 2, 3, 4]
     assert replay.runs.client.get_run(replay.runs.run_id("t1")).info.status == "FINISHED"
+
+
+def test_a_spool_line_naming_a_file_outside_the_staging_folder_is_not_replayed(tmp_path, caplog):
+    """Whoever can write tracking-pending.jsonl cannot make `resume` upload (and delete) a file of its choosing."""
+    uri, spool = f"sqlite:///{tmp_path / 'mlflow.db'}", tmp_path / "sweep" / "tracking-pending.jsonl"
+    log = new_log(uri, spool)
+    log.start_run(SWEEP_KEY, "sweep")
+    assert log.close(30) == 0
+    staged, secret = tmp_path / "sweep" / "tracking" / "sweep" / "space.yaml", tmp_path / "secret.txt"
+    staged.parent.mkdir(parents=True)
+    staged.write_text("name: t\n")
+    secret.write_text("not for MLflow\n")
+    escape = tmp_path / "sweep" / "tracking" / ".." / ".." / "secret.txt"  # inside, until '..' is resolved
+    spool.write_text("".join(
+        f'{{"op": "artifact", "key": "sweep", "path": "{path}", "folder": null, "remove": true}}\n'
+        for path in (secret, escape, staged)))
+    with caplog.at_level(logging.INFO, logger="mamba_tune.sweep"):
+        again = new_log(uri, spool)
+        assert again.close(30) == 0
+    assert secret.read_text() == "not for MLflow\n"  # neither uploaded nor deleted
+    assert not staged.exists()  # the staged file was sent, then removed as its line asked
+    uploaded = [a.path for a in again.runs.client.list_artifacts(again.runs.run_id(SWEEP_KEY))]
+    assert uploaded == ["space.yaml"]
+    assert any("left out 2 write(s)" in r.getMessage() for r in caplog.records)
