@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 import tomllib  # 3.11+; ruff (target 3.10) files it with the third-party modules
-import yaml
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
@@ -72,11 +71,6 @@ def lock(name: str) -> str:
 
 def pyproject() -> dict:
     return tomllib.loads((ROOT / "pyproject.toml").read_text())
-
-
-@pytest.fixture(scope="module")
-def config() -> dict:
-    return yaml.safe_load((ROOT / "cluster.yaml").read_text())
 
 
 @pytest.mark.parametrize("name", ["head.txt", "gpu-worker.txt"])

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 import ray.autoscaler
-import yaml
+
+from tests.cluster.conftest import worker_types
 
 ROOT = Path(__file__).resolve().parents[2]
 AWS = ROOT / "cluster" / "aws"
@@ -36,11 +37,6 @@ def policy(name: str) -> dict:
     return json.loads((AWS / name).read_text())
 
 
-@pytest.fixture(scope="module")
-def config() -> dict:
-    return yaml.safe_load((ROOT / "cluster.yaml").read_text())
-
-
 def as_list(value) -> list:
     return value if isinstance(value, list) else [value]
 
@@ -49,10 +45,6 @@ def allows(statement: dict, action: str) -> bool:
     """Whether an Allow statement's Action covers `action` (IAM's wildcards; actions are case-insensitive)."""
     return statement["Effect"] == "Allow" and any(
         fnmatch.fnmatchcase(action.lower(), pattern.lower()) for pattern in as_list(statement.get("Action", [])))
-
-
-def workers(config: dict) -> dict:
-    return {name: spec for name, spec in config["available_node_types"].items() if name != config["head_node_type"]}
 
 
 # --- the documents ------------------------------------------------------------------------------------------
@@ -138,7 +130,7 @@ def passable_roles(document: dict) -> list[str]:
 
 
 def test_the_head_may_pass_the_workers_role_and_no_other(config):
-    profiles = {spec["node_config"]["IamInstanceProfile"]["Arn"] for spec in workers(config).values()}
+    profiles = {spec["node_config"]["IamInstanceProfile"]["Arn"] for spec in worker_types(config).values()}
     assert len(profiles) == 1  # every GPU node type runs as the same role
     role = profiles.pop().replace(":instance-profile/", ":role/")  # README names the role as its profile
     assert passable_roles(policy("head-policy.json")) == [role]
@@ -231,7 +223,7 @@ def launchable_instance_types(document: dict) -> set[str]:
 def test_the_head_launches_and_stops_this_clusters_gpu_nodes_only(config):
     head = policy("head-policy.json")
     assert unconfined_instance_actions(head, config["cluster_name"]) == []
-    assert launchable_instance_types(head) == {spec["node_config"]["InstanceType"] for spec in workers(config).values()}
+    assert launchable_instance_types(head) == {spec["node_config"]["InstanceType"] for spec in worker_types(config).values()}
     assert unconfined_instance_actions(head, "another-cluster")  # the tag it requires is this cluster's name
     broken = copy.deepcopy(head)
     terminate = next(s for s in broken["Statement"] if allows(s, "ec2:TerminateInstances"))
@@ -262,8 +254,8 @@ def test_the_head_has_its_own_instance_profile(config):
     def profile(spec):
         return spec["node_config"].get("IamInstanceProfile", {}).get("Arn")
     head = profile(config["available_node_types"][config["head_node_type"]])
-    assert head and head.endswith("/mamba-tune-head") and head not in {profile(s) for s in workers(config).values()}
-    assert all(profile(s) for s in workers(config).values())  # else Ray gives a worker the head's profile
+    assert head and head.endswith("/mamba-tune-head") and head not in {profile(s) for s in worker_types(config).values()}
+    assert all(profile(s) for s in worker_types(config).values())  # else Ray gives a worker the head's profile
 
 
 def world_open_ssh(rules: list[dict]) -> list[dict]:

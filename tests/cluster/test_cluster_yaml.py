@@ -17,9 +17,9 @@ from pathlib import Path
 import jsonschema
 import pytest
 import ray.autoscaler
-import yaml
 from ray.autoscaler._private.util import prepare_config, validate_config
 
+from tests.cluster.conftest import worker_types
 from tuning.cluster.autoscaler import autoscaled_nodes, launchable_nodes
 from tuning.search.resources import fullest_plan
 from tuning.search.space import ResourceConfig
@@ -36,11 +36,6 @@ STOPPING_HEAD_START = [
 KEY_LIKE = re.compile(r"AKIA[0-9A-Z]{16}|aws_secret_access_key|aws_access_key_id|-----BEGIN [A-Z ]*PRIVATE KEY")
 
 
-@pytest.fixture(scope="module")
-def config() -> dict:
-    return yaml.safe_load((ROOT / "cluster.yaml").read_text())
-
-
 def test_cluster_yaml_is_valid_for_ray_up(config):
     jsonschema.validate(config, SCHEMA)  # the file as written: no key Ray does not know
     validate_config(prepare_config(copy.deepcopy(config)))  # what `ray up` checks after filling its defaults
@@ -53,15 +48,11 @@ def test_cluster_yaml_schema_check_catches_a_misspelt_key(config):
         jsonschema.validate(broken, SCHEMA)
 
 
-def workers(config: dict) -> dict:
-    return {name: spec for name, spec in config["available_node_types"].items() if name != config["head_node_type"]}
-
-
 def test_cluster_yaml_has_a_cpu_head_with_mlflow_and_gpu_workers_from_zero(config):
     head = config["available_node_types"][config["head_node_type"]]
     assert head["resources"] == {"CPU": 0}  # no training worker on the head
-    assert {spec["resources"]["GPU"] for spec in workers(config).values()} == {1, 4}
-    assert all(spec["min_workers"] == 0 for spec in workers(config).values())
+    assert {spec["resources"]["GPU"] for spec in worker_types(config).values()} == {1, 4}
+    assert all(spec["min_workers"] == 0 for spec in worker_types(config).values())
     start = " ".join(config["head_start_ray_commands"])
     assert "mlflow server --host 127.0.0.1" in start and "--artifacts-destination s3://" in start
     assert "--dashboard-host=127.0.0.1" in start
@@ -77,7 +68,7 @@ def test_cluster_yaml_holds_no_credentials_and_marks_what_to_fill_in():
 
 def test_a_sweep_on_the_cluster_plans_for_the_gpu_nodes_it_can_launch(config):
     launchable = autoscaled_nodes(config)
-    types = workers(config)
+    types = worker_types(config)
     assert len(launchable) == config["max_workers"] == sum(spec["max_workers"] for spec in types.values())
     head_only = [{"CPU": 0.0, "node:__internal_head__": 1.0}]
     plan = fullest_plan(ResourceConfig(cpus_per_worker=2, gpus_per_trial=0.5), [head_only, head_only + launchable])

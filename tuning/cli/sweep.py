@@ -22,7 +22,7 @@ from tuning.progress import LOGGER as PROGRESS_LOGGER
 from tuning.progress import EpochEnded, Note, TrialEnded, TrialStarted, event_of
 from tuning.search.finalists import CONFIRM, SEARCH, winner
 from tuning.search.ledger import Ledger, best_record
-from tuning.search.resources import gpus_on
+from tuning.search.resources import fullest_plan, gpus_on
 from tuning.search.space import AUTO, parse_space
 from tuning.sweep.manifest import SweepManifest, check_new, read_manifest
 from tuning.sweep_files import (
@@ -120,8 +120,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     client = open_store(store)  # an unreachable tracking server fails here, in seconds, before Ray starts
     started = session.start_ray(args.address)
     try:
-        space_values, space = settle_gpus(space_values, space, gpus_on(session.cluster_views()), str(args.space))
-        plan = session.cluster_plan(space)
+        views = session.cluster_views()  # the nodes now and, on a `ray up` cluster, fully scaled: read once
+        space_values, space = settle_gpus(space_values, space, gpus_on(views), str(args.space))
+        plan = fullest_plan(space.resources, views)
         check_shared(paths.ray_storage)  # a node-local folder on a cluster: refused before anything is written
         probe = run_probe(space, data, plan, args.memory_budget)
         if probe is not None:
@@ -130,7 +131,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             if space.resources.gpus_per_trial == AUTO:
                 space_values = pack_trials(space_values, probe)
             space = parse_space(space_values, str(args.space))
-            plan = session.cluster_plan(space)
+            plan = fullest_plan(space.resources, views)
         manifest = session.write_manifest(paths, args.data, space_values, trials, data, store.uri, probe)
         return _run(session, paths, space, data, manifest, plan, (store, client), args.storage, resume=False)
     finally:

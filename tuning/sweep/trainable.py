@@ -44,7 +44,7 @@ class TrialSetup:
     dataset: ray.ObjectRef  # the Dataset, loaded once by the sweep
     plan: TrialPlan
     storage: str  # Ray Train's storage for trial checkpoints (a path every node sees, or a URI)
-    max_failures: int = 2  # worker failures a trial survives, each resumed from its latest checkpoint (not preemptions)
+    max_failures: int  # resources.max_failures: worker failures a trial survives (preemptions are not counted)
     # Trials the ledger holds as finished -> their last result. A driver killed outright (SIGKILL)
     # leaves Ray Tune's last saved state behind the ledger, and `resume` would run them again: they
     # report their recorded end at once instead.
