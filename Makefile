@@ -48,7 +48,14 @@ ui: $(STAMP)
 $(CHROMIUM):
 	$(SUDO) apt-get install -y -q chromium || ($(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q chromium)
 
-test: $(STAMP) $(CHROMIUM)
+# PostgreSQL's server programs, for the tests that start one (tests/postgres_server.py); Debian keeps them
+# in /usr/lib/postgresql/VERSION/bin, off the PATH. The tests start and stop their own server.
+.PHONY: postgres-programs
+postgres-programs:
+	command -v initdb >/dev/null || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || \
+		$(SUDO) apt-get install -y -q postgresql || ($(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q postgresql)
+
+test: $(STAMP) $(CHROMIUM) postgres-programs
 	$(PY) -m pytest -q
 
 # The load test (tests/reliability/test_load.py: 64 trials, about 25 minutes on 2 cores); CI runs it too.

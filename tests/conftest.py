@@ -35,6 +35,19 @@ def bars(tmp_path_factory):
 
 
 @pytest.fixture()
+def postgres():
+    """A running PostgreSQL server (tests.postgres_server.PostgresServer), stopped and removed at the end."""
+    from tests.postgres_server import PostgresServer
+
+    server = PostgresServer()
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture()
 def mlflow_server(tmp_path):
     """A running `mlflow server` (tests.tuning.mlflow_server.MlflowServer), stopped at the end even on failure."""
     from tests.tuning.mlflow_server import MlflowServer

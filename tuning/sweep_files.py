@@ -70,8 +70,9 @@ def unwritable_reason(folder: Path) -> str | None:
 @dataclass(frozen=True)
 class SweepPaths:
     name: str
-    folder: Path  # local: manifest, ledger, study
+    folder: Path  # local: manifest, ledger, study (with a URI storage, copies of the records kept there too)
     ray_storage: str  # the Tune experiment's parent: a path, or a URI such as s3://bucket/sweeps
+    study: str | None = None  # the Optuna study's database URL (postgresql://...); None: SQLite in `folder`
 
     @property
     def sweep_storage(self) -> str:
@@ -83,7 +84,7 @@ class SweepPaths:
 
     @property
     def study_url(self) -> str:
-        return f"sqlite:///{self.folder / STUDY}"
+        return self.study or f"sqlite:///{self.folder / STUDY}"
 
 
 def sweep_paths(storage: str, name: str) -> SweepPaths:

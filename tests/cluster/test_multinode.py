@@ -7,6 +7,7 @@ trial must run there. The storage is a folder both nodes see (one machine), the 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 from ray.job_submission import JobStatus, JobSubmissionClient
 
+from model.checkpoint import CheckpointError, load_checkpoint
 from tests.cli import ROOT, assert_one_line_error, cli_command, run_cli
 from tests.cluster.conftest import SPOT_SLOT, TRIAL_SLOT
 from tests.tuning.mlflow_layout import assert_sweep_logged
@@ -55,11 +57,21 @@ def train_nodes(cluster) -> dict[str, set[str]]:
     return used
 
 
-def running_past_the_first_rung(storage: Path, epochs: range) -> str | None:
-    """A trial not yet in the ledger whose newest checkpoint holds an epoch in `epochs`, or None."""
+def running_past_the_first_rung(storage: Path, epochs: range, lr: float | None = None) -> str | None:
+    """A trial not yet in the ledger whose newest checkpoint holds an epoch in `epochs` (and, given `lr`, that
+    trains at that learning rate), or None."""
     finished = ledger(storage) if (storage / LEDGER).exists() else {}
     return next((folder.name for folder in (storage / "train").glob("*")
-                 if folder.name not in finished and newest_epoch(folder) in epochs), None)
+                 if folder.name not in finished and newest_epoch(folder) in epochs
+                 and (lr is None or learning_rate(folder) == lr)), None)
+
+
+def learning_rate(trial: Path) -> float | None:
+    """The peak learning rate the trial trains at, from a checkpoint's last.pt (None while none can be read)."""
+    for last in trial.glob("checkpoint_*/last.pt"):
+        with contextlib.suppress(CheckpointError):
+            return load_checkpoint(last)["train_config"]["lr"]
+    return None
 
 
 def newest_epoch(trial: Path) -> int | None:
@@ -124,8 +136,10 @@ def test_a_folder_one_node_cannot_see_is_refused_as_storage(cluster, bars, tmp_p
 def test_a_sweep_survives_the_loss_of_its_worker_node(cluster, tracking_server, bars, tmp_path):
     storage = tmp_path / "shared" / "sweeps"
     # One ASHA rung, at epoch 2 (the next would be 16, the end): a trial past it trains to epoch 16, so one
-    # caught at epochs 3-5 is still training when its node dies (the first initial point always gets there):
-    # 11 epochs or more are left, seconds of training, where the kill takes milliseconds after the catch.
+    # caught at epochs 3-5 is still training when its node dies: 11 epochs or more are left, seconds of
+    # training, where the kill takes milliseconds after the catch. The one caught is the first initial point's,
+    # which passes the gate and the rung (one the gate or ASHA stopped at epoch 2 may write a checkpoint or two
+    # past it before it is killed, and would look like one still training).
     space = write_space(tmp_path, trials=6, initial=SPACE["initial"][:1], resources=RESOURCES,
                         scheduler={"max_epochs": 16, "grace_period": 2, "reduction_factor": 8})
     client, job = submit(cluster, "sweep", "--data", bars, "--space", space, "--storage", storage, "--name", "k",
@@ -133,7 +147,7 @@ def test_a_sweep_survives_the_loss_of_its_worker_node(cluster, tracking_server, 
     deadline = time.monotonic() + 600
     # A trial has finished and another is mid-run, with checkpoints to resume from.
     while not ((storage / "k" / LEDGER).exists()
-               and (interrupted := running_past_the_first_rung(storage / "k", range(3, 6)))):
+               and (interrupted := running_past_the_first_rung(storage / "k", range(3, 6), SPACE["initial"][0]["learning_rate"]))):
         status = client.get_job_status(job)
         assert time.monotonic() < deadline and status in {JobStatus.PENDING, JobStatus.RUNNING}, client.get_job_logs(job)
         time.sleep(0.2)

@@ -56,6 +56,18 @@ def test_a_storage_that_already_holds_the_sweep_is_refused_whatever_the_local_fo
     flag = storage.as_uri() if as_uri else str(storage)
     done = run_cli("sweep", "--data", bars, "--space", write_space(tmp_path), "--storage", flag, timeout=120)
     assert_one_line_error(done, f"--storage {flag if as_uri else storage} already holds a sweep named 't' "
-                                f"({flag if as_uri else storage}/t/tune), started from another folder or machine")
+                                f"({flag + '/t' if as_uri else f'{storage}/t/tune'}), started from another folder "
+                                "or machine")
     assert sorted(p.name for p in experiment.iterdir()) == ["experiment_state.json"]  # untouched
     assert sorted(p.name for p in (storage / "t").iterdir()) == ["tune"]  # no sweep.json written beside it
+
+
+def test_a_uri_storage_holding_a_sweeps_records_alone_is_refused(bars, tmp_path):
+    """A sweep on another head stopped before Ray Tune saved anything: its records' copy is all it left."""
+    copy = tmp_path / "bucket" / "t"
+    copy.mkdir(parents=True)
+    (copy / "sweep.json").write_text('{"name": "t"}')
+    flag = (tmp_path / "bucket").as_uri()
+    done = run_cli("sweep", "--data", bars, "--space", write_space(tmp_path), "--storage", flag, timeout=120)
+    assert_one_line_error(done, f"--storage {flag} already holds a sweep named 't' ({flag}/t)")
+    assert (copy / "sweep.json").read_text() == '{"name": "t"}' and [p.name for p in copy.iterdir()] == ["sweep.json"]

@@ -14,19 +14,23 @@ from tests.cli import free_port
 
 
 class MlflowServer:
-    """`mlflow server` over an SQLite store and an artifact folder in `folder`; stop() and start() keep both."""
+    """`mlflow server` over an SQLite store (or `backend_store`, a database URL) and an artifact folder in `folder`;
+    stop() and start() keep both. `env`: added to the server's environment (a database's credentials)."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, backend_store: str | None = None, env: dict[str, str] | None = None) -> None:
         self.folder, self.port = folder, free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        self.backend_store = backend_store or f"sqlite:///{folder / 'server.db'}"
+        self.env = {**os.environ, **(env or {})}
         self.process: subprocess.Popen | None = None
 
     def start(self, timeout_s: float = 90) -> None:
         command = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri",
-                   f"sqlite:///{self.folder / 'server.db'}", "--artifacts-destination", str(self.folder / "artifacts"),
+                   self.backend_store, "--artifacts-destination", str(self.folder / "artifacts"),
                    "--host", "127.0.0.1", "--port", str(self.port), "--workers", "1"]
         with open(self.folder / "server.log", "a") as log:  # the process keeps its own copy of the handle
-            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                                            env=self.env)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:

@@ -70,8 +70,8 @@ def cmd_best(args: argparse.Namespace) -> int:
         print_test_look(test, paths.folder)
     from tuning.search.importance import load_importances
 
-    importances = load_importances(f"sqlite:///{paths.folder / STUDY}", args.name) if (
-        paths.folder / STUDY).exists() else None
+    study = manifest.study_url or (f"sqlite:///{paths.folder / STUDY}" if (paths.folder / STUDY).exists() else None)
+    importances = load_importances(study, args.name) if study else None
     if importances is not None:
         print(importances.describe())
     return _register_winner(args, store, paths.folder, manifest, members, config, out) if store is not None else 0

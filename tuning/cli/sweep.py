@@ -24,12 +24,15 @@ from tuning.search.finalists import CONFIRM, SEARCH, winner
 from tuning.search.ledger import Ledger, best_record
 from tuning.search.resources import fullest_plan, gpus_on
 from tuning.search.space import AUTO, parse_space
+from tuning.search.study_store import check_study_url
 from tuning.sweep.manifest import SweepManifest, check_new, read_manifest
 from tuning.sweep_files import (
     DEFAULT_STORAGE,
     LEDGER,
     RAY_LOG,
     TRACKING_SPOOL,
+    SweepPaths,
+    is_uri,
     sweep_paths,
     unwritable_reason,
     valid_name,
@@ -54,6 +57,9 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     sweep.add_argument("--memory-budget", type=float, metavar="MB",
                        help="memory a trial worker may use for training: batch sizes whose measured peak exceeds it "
                        "are dropped before the sweep (default on GPU: the worker's share of its GPU; on CPU: no probe)")
+    sweep.add_argument("--study-url", metavar="URL",
+                       help="the Optuna study's database, postgresql://HOST[:PORT]/DB (password from PGPASSWORD or "
+                       "~/.pgpass): a sweep on a cluster then outlives its head (default: SQLite in the sweep folder)")
     sweep.add_argument("--precision", metavar="{fp32,bf16}",
                        help="fp32 or bf16 for every trial: sets run.train.precision in the space "
                        "(default: the space's, else fp32; bf16: autocast, float32 parameters and SSM state)")
@@ -99,7 +105,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         raise UsageError(f"--memory-budget must be a positive number of MB, got {args.memory_budget:g}")
     if not args.data.is_file():
         raise UsageError(f"--data {args.data}: no such file; make one with `mamba-tune data synth --out {args.data}`")
-    paths = sweep_paths(args.storage, name)
+    if args.study_url is not None:
+        check_study_url(args.study_url)  # before anything is imported or written
+    paths = replace(sweep_paths(args.storage, name), study=args.study_url)
     check_new(paths)
     ray_address(args.address)  # an address no Ray answers at: refused before the bars are read
 
@@ -118,6 +126,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         raise UsageError(f"--storage {args.storage}: {reason}; choose another --storage")
     store = resolve_store(args.tracking_uri)
     client = open_store(store)  # an unreachable tracking server fails here, in seconds, before Ray starts
+    warn_if_only_here(paths)
     started = session.start_ray(args.address)
     try:
         views = session.cluster_views()  # the nodes now and, on a `ray up` cluster, fully scaled: read once
@@ -193,6 +202,15 @@ def settle_gpus(values: dict[str, Any], space: Any, gpus: float, source: str) ->
               "trials run on CPUs and leave the GPUs idle; set gpus_per_trial to auto (or a number) to train on "
               "them", file=sys.stderr, flush=True)
     return values, space
+
+
+def warn_if_only_here(paths: SweepPaths) -> None:
+    """One warning line when the sweep's storage is a URI, which outlives this machine, and its study is SQLite on
+    it, which does not: only this machine could resume the sweep (tuning/sweep/record_copies.py)."""
+    if is_uri(paths.ray_storage) and paths.study is None:
+        print(f"warning: the Optuna study is SQLite in {paths.folder}, on this machine, and --storage is a URI: "
+              "if this machine is lost, no other can resume the sweep; give --study-url postgresql://HOST/DB for "
+              "one that can", file=sys.stderr, flush=True)
 
 
 def _with_precision(values: Any, precision: str | None) -> Any:

@@ -3,7 +3,8 @@
 The file is JSON with these keys (`sweep_id`, `tracking_uri` and `memory_probe` are absent
 from files written by older versions: the id is then the creation time, the store the
 default one, and there was no probe; `stages` is there once `resume --trials` extended the
-sweep: the trials asked for by the first run and by each extension, cumulative). A sweep whose
+sweep: the trials asked for by the first run and by each extension, cumulative; `study_url` is there when
+the Optuna study is in a database of its own, `--study-url`). A sweep whose
 `data_identity` has no `residual_to` predates the volatility and HAR inputs: its space is read
 with `data: {vol_lookbacks: [], residual_to: none}`, the bar features it trained on.
 """
@@ -19,7 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from tuning.errors import UsageError
-from tuning.sweep_files import MANIFEST, SweepPaths, storage_holds
+from tuning.search.study_store import study_exists
+from tuning.sweep.record_copies import fetch_records
+from tuning.sweep_files import MANIFEST, SweepPaths, is_uri, storage_holds
 
 
 @dataclass(frozen=True)
@@ -35,12 +38,15 @@ class SweepManifest:
     sweep_id: str  # tags the sweep's MLflow runs: a sweep started again under the same name gets its own
     memory_probe: dict[str, Any] | None = None  # tuning/sweep/memory_probe.py's ProbeResult.to_dict(), when one ran
     stages: tuple[int, ...] = ()  # cumulative trials of the first run and each `resume --trials`; () = (trials,)
+    study_url: str | None = None  # the Optuna study's database (--study-url); None: optuna.db in the sweep folder
 
     @classmethod
     def new(cls, name: str, data_path: Path, space: dict[str, Any], trials: int, ray_storage: str,
-            tracking_uri: str, data_identity: dict[str, Any], memory_probe: dict[str, Any] | None) -> SweepManifest:
+            tracking_uri: str, data_identity: dict[str, Any], memory_probe: dict[str, Any] | None,
+            study_url: str | None = None) -> SweepManifest:
         return cls(name, str(data_path.resolve()), space, trials, ray_storage, tracking_uri, data_identity,
-                   datetime.now(timezone.utc).isoformat(timespec="seconds"), uuid.uuid4().hex, memory_probe)
+                   datetime.now(timezone.utc).isoformat(timespec="seconds"), uuid.uuid4().hex, memory_probe,
+                   study_url=study_url)
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> SweepManifest:
@@ -57,7 +63,8 @@ class SweepManifest:
                   "trials": self.trials, "ray_storage": self.ray_storage, "tracking_uri": self.tracking_uri,
                   "data_identity": self.data_identity, "created": self.created}
         return {**values, **({"memory_probe": self.memory_probe} if self.memory_probe else {}),
-                **({"stages": list(self.stages)} if len(self.stages) > 1 else {})}
+                **({"stages": list(self.stages)} if len(self.stages) > 1 else {}),
+                **({"study_url": self.study_url} if self.study_url else {})}
 
     @property
     def trial_stages(self) -> tuple[int, ...]:
@@ -77,18 +84,26 @@ def _bar_inputs_only(space: dict[str, Any]) -> dict[str, Any]:
 
 
 def check_new(paths: SweepPaths) -> None:
-    """Refuse a sweep whose name is taken: by a sweep here, or by a Ray Tune experiment in its storage (started
-    from another folder or head, whose resume it would break)."""
+    """Refuse a sweep whose name is taken: by a sweep here, by a Ray Tune experiment in its storage (started
+    from another folder or head, whose resume it would break), or by a study in its --study-url database."""
     if (paths.folder / MANIFEST).exists():
         raise UsageError(f"a sweep named {paths.name!r} already exists in {paths.folder}; continue it with "
                          f"`mamba-tune resume {paths.name}` or start another with --name")
-    if storage_holds(paths.experiment):
+    if paths.study is not None and study_exists(paths.study, paths.name):
+        raise UsageError(f"--study-url {paths.study} already holds an Optuna study named {paths.name!r}, another "
+                         "sweep's; start this one with another --name, or resume that one")
+    # A URI's sweep folder holds only what sweeps put there (its records' copy, Tune's state, checkpoints)
+    location = paths.sweep_storage if is_uri(paths.ray_storage) else paths.experiment
+    if storage_holds(location):
         raise UsageError(f"--storage {paths.ray_storage} already holds a sweep named {paths.name!r} "
-                         f"({paths.experiment}), started from another folder or machine; start this one with "
-                         "another --name, or resume that one where it was started")
+                         f"({location}), started from another folder or machine; start this one with another "
+                         f"--name, or resume that one (`mamba-tune resume {paths.name} --storage {paths.ray_storage}`)")
 
 
 def read_manifest(paths: SweepPaths) -> SweepManifest:
+    """The sweep's manifest; with a URI storage and no folder here, the records are fetched from the storage first
+    (tuning/sweep/record_copies.py: the head that ran it may be gone)."""
+    fetch_records(paths)
     if not (paths.folder / MANIFEST).exists():
         raise UsageError(f"no sweep named {paths.name!r} in {paths.folder.parent}; list them with "
                          f"`ls {paths.folder.parent}` or pass the --storage it was started with")

@@ -12,6 +12,9 @@ The sweep folder, <storage>/<name>/:
   ray.log      Ray's own messages (raylet warnings, worker lines), out of the progress output
   train/       Ray Train's checkpoints, one folder per trial
   tracking-pending.jsonl  MLflow writes not yet sent (a write-ahead log; sent on resume)
+  folders.json the folders the sweep has been kept in, with a URI storage (tuning/sweep/record_copies.py)
+With a URI storage the folder is the head's own, <storage>/<name>/ holds tune/ and train/, and a copy of the
+records (sweep.json, trials.json, test.json, the spool) is kept there too, so another head can resume it.
 Every trial is logged to MLflow (tuning/tracking/runs.py) as the sweep runs, by the callback of
 tuning/sweep/trial_lifecycle.py.
 Its progress (trial started, epoch, trial ended) goes out as typed events (tuning/progress.py);
@@ -50,12 +53,14 @@ from tuning.sweep.confirmation import record_in_study, run_confirmation
 from tuning.sweep.manifest import SweepManifest
 from tuning.sweep.memory_probe import ProbeResult
 from tuning.sweep.one_look import look_at_test_segment
+from tuning.sweep.record_copies import copy_records_or_note, earlier_folders, follow_move
 from tuning.sweep.trainable import TrialSetup, run_trial
 from tuning.sweep.trial_files import SweepCurves, remove_best_snapshots, storage_filesystem
 from tuning.sweep.trial_lifecycle import ACTIVE, SweepCallback, active_key
 from tuning.sweep_files import (
     LEDGER,
     MANIFEST,
+    STUDY,
     TRACKING_SPOOL,
     TRACKING_STAGING,
     TUNE_DIR,
@@ -94,8 +99,9 @@ def write_manifest(paths: SweepPaths, data_path: Path, space_values: dict[str, A
 
     `space_values`: the space as run (without the batch sizes the memory probe removed)."""
     manifest = SweepManifest.new(paths.name, data_path, space_values, trials, paths.ray_storage, tracking_uri,
-                                 data_identity(data), memory_probe.to_dict() if memory_probe else None)
+                                 data_identity(data), memory_probe.to_dict() if memory_probe else None, paths.study)
     write_text_atomic(paths.folder / MANIFEST, json.dumps(manifest.to_dict(), indent=1))
+    copy_records_or_note(paths)
     return manifest
 
 
@@ -104,12 +110,21 @@ def extend(paths: SweepPaths, manifest: SweepManifest, trials: int) -> SweepMani
     interrupted extension resumes as one)."""
     extended = manifest.extended(trials)
     write_text_atomic(paths.folder / MANIFEST, json.dumps(extended.to_dict(), indent=1))
+    copy_records_or_note(paths)
     return extended
 
 
 def load_for_resume(paths: SweepPaths, manifest: SweepManifest) -> tuple[SweepPaths, SweepSpace, Dataset]:
-    """The sweep's paths (where it ran), the space as it was, and the same data (refused if the file changed)."""
-    paths = SweepPaths(paths.name, paths.folder, manifest.ray_storage)  # where it ran, e.g. s3://...
+    """The sweep's paths (where it ran), the space as it was, and the same data (refused if the file changed).
+
+    A sweep whose folder was on another head (tuning/sweep/record_copies.py) continues in this one's."""
+    paths = SweepPaths(paths.name, paths.folder, manifest.ray_storage, manifest.study_url)  # e.g. s3://...
+    if earlier := earlier_folders(paths):
+        if manifest.study_url is None and not (paths.folder / STUDY).exists():
+            raise UsageError(f"sweep {paths.name!r}'s Optuna study is SQLite in {earlier[-1] / STUDY}, on the machine "
+                             f"that ran it last, and not here; resume it there (or copy that file to {paths.folder}), "
+                             "and give sweeps that must outlive their head --study-url postgresql://HOST/DB")
+        follow_move(paths)
     space = parse_space(manifest.space, str(paths.folder / MANIFEST))
     data = load_dataset(Path(manifest.data), space.run.data)
     if data_identity(data, keys=manifest.data_identity) != manifest.data_identity:
@@ -201,7 +216,9 @@ def send_pending(store: TrackingStore, client: Any, paths: SweepPaths, manifest:
                       paths.folder / TRACKING_SPOOL)
     log.end_lost_runs(finished)
     log.end_run(SWEEP_KEY, "FINISHED")
-    return log.close(timeout_s=60)
+    unsent = log.close(timeout_s=60)
+    copy_records_or_note(paths)
+    return unsent
 
 
 def run(paths: SweepPaths, space: SweepSpace, data: Dataset, trials: int, plan: TrialPlan,
@@ -227,6 +244,7 @@ def run(paths: SweepPaths, space: SweepSpace, data: Dataset, trials: int, plan: 
         _remove_snapshots(paths, records)
         unsent = close_sweep(tracking, records, interrupted=not complete, test=test, importances=_importances(paths))
         ACTIVE.pop(active_key(paths.folder / LEDGER), None)
+        copy_records_or_note(paths)  # the spool as the sweep leaves it, and the test look
     return SweepOutcome(paths, trials, records, plan, time.perf_counter() - start, unsent, complete, test)
 
 

@@ -24,6 +24,7 @@ import pyarrow.fs
 
 from tuning.search.ledger import Ledger, TrialRecord
 from tuning.search.scheduler import RecordedCurve
+from tuning.sweep.record_copies import moved_folder
 from tuning.sweep_files import is_uri
 
 HISTORY = "history.json"  # every epoch reported so far: the driver reads it, not the .pt files
@@ -167,6 +168,11 @@ class SweepCurves:
                     curves[entry.base_name] = RecordedCurve(tuple(m["val_loss"] for m in history),
                                                             int(history[-1]["epoch"]))
         return curves
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Unpickled with Ray Tune's state, maybe saved by another head: the ledger is in this one's folder."""
+        ledger = state["ledger_path"]
+        object.__setattr__(self, "__dict__", {**state, "ledger_path": moved_folder(ledger.parent) / ledger.name})
 
 
 def _trial_folder(train_storage: str, trial_id: str) -> str:

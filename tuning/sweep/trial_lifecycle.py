@@ -22,6 +22,7 @@ from tuning.search.finalists import CONFIRM, SEARCH
 from tuning.search.gate import stop_reason
 from tuning.search.ledger import Ledger, TrialRecord
 from tuning.search.space import SweepSpace, searched
+from tuning.sweep.record_copies import copy_records_or_note, moved_folder
 from tuning.sweep.trial_files import (
     final_checkpoint,
     prune_best_snapshots,
@@ -30,7 +31,7 @@ from tuning.sweep.trial_files import (
     staged_best,
     storage_filesystem,
 )
-from tuning.sweep_files import TRACKING_STAGING
+from tuning.sweep_files import TRACKING_STAGING, SweepPaths
 from tuning.tracking.runs import SweepTracking, TrialEnd, end_trial, log_trial_epoch, never_stops_the_sweep, open_trial
 
 # The sweep's live MLflow tracking (it holds a thread), by ledger path, for SweepCallback: Ray Tune pickles
@@ -59,6 +60,7 @@ class SweepCallback(ray.tune.Callback):
 
     def __setstate__(self, state: dict[str, Any]) -> None:  # a sweep saved by an older version lacks these
         self.__dict__.update({"storage": None, "checkpoints": {}, "base_seed": 0, **state, "recorded": None})
+        self.ledger_path = moved_folder(self.ledger_path.parent) / self.ledger_path.name  # saved by another head
 
     @cached_property
     def fs(self) -> pyarrow.fs.FileSystem:
@@ -119,6 +121,8 @@ class SweepCallback(ray.tune.Callback):
             publish(TrialEnded(end.record, running, end.finished, _error_line(trial) if errored else None))
         with never_stops_the_sweep("the end", trial.trial_id):
             end_trial(self.tracking, dict(trial.config), end)
+        if self.storage:
+            copy_records_or_note(SweepPaths(self.ledger_path.parent.name, self.ledger_path.parent, self.storage))
 
     def _new_end(self, trial: Trial, errored: bool, staging: Path, ledger: Ledger) -> TrialEnd:
         """Why and where it stopped, its history and best.pt (staged before the record is written: MLflow

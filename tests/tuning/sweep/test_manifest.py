@@ -52,3 +52,11 @@ def test_a_sweep_from_before_the_volatility_and_har_inputs_resumes_on_the_bar_fe
     assert SweepManifest.from_dict(OLDER).space["run"]["data"] == {"vol_lookbacks": [], "residual_to": "none"}
     newer = {**older, "data_identity": {"n_bars": 1500, "residual_to": "har"}}
     assert SweepManifest.from_dict(newer).space == older["space"]  # today's sweeps: their space as written
+
+
+def test_a_study_in_a_database_of_its_own_is_kept_and_the_default_one_writes_no_key():
+    manifest = SweepManifest.new("t", Path("/data/bars.parquet"), {"name": "t"}, 5, "s3://b/s", None, {"residual_to": "har"}, None,
+                                 study_url="postgresql://db:5432/optuna")
+    assert manifest.to_dict()["study_url"] == "postgresql://db:5432/optuna"
+    assert SweepManifest.from_dict(manifest.to_dict()) == manifest
+    assert "study_url" not in SweepManifest.from_dict(OLDER).to_dict() and SweepManifest.from_dict(OLDER).study_url is None

@@ -1,0 +1,150 @@
+"""A copy of a sweep's records in its storage, so that a sweep on a URI storage outlives the head that drove it.
+
+With a URI storage (s3://bucket/sweeps), the sweep's folder is on the head's own disk (runs/sweeps/NAME), lost
+with the head, while its checkpoints and Ray Tune's state are in the storage. So the records `resume` needs
+are copied beside them, in <storage>/<name>/, each time they change (the manifest written, a trial ended,
+the sweep stopped):
+  sweep.json, trials.json, test.json   the manifest, the ledger, the one look at the test segment
+  tracking-pending.jsonl, tracking/    MLflow writes not yet sent, and the files they upload
+  folders.json                         the head folders the sweep has been kept in, the newest last
+`mamba-tune resume NAME --storage URI` (or `best`) on a machine whose folder lacks sweep.json fetches them
+first. Objects pickled with Ray Tune's state name the folder of the head that saved them: `moved_folder`
+maps each earlier folder to this one (trial_lifecycle.SweepCallback and trial_files.SweepCurves consult it).
+With a folder storage (a shared file system) the sweep's folder is in the storage already: nothing is copied.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow.fs
+
+from model.atomic import write_text_atomic
+from tuning.errors import UsageError
+from tuning.progress import Note, publish
+from tuning.sweep_files import LEDGER, MANIFEST, TEST_LOOK, TRACKING_SPOOL, TRACKING_STAGING, SweepPaths, is_uri
+
+RECORDS = (MANIFEST, LEDGER, TEST_LOOK, TRACKING_SPOOL)
+FOLDERS = "folders.json"  # ["/old/head/runs/sweeps/k", "/this/head/runs/sweeps/k"]
+
+MOVED: dict[str, Path] = {}  # a folder an earlier head kept the sweep in -> where this one keeps it
+
+
+def moved_folder(folder: Path) -> Path:
+    """Where this machine keeps the sweep an earlier head kept in `folder` (itself when it never moved)."""
+    return MOVED.get(str(folder), folder)
+
+
+def copy_records(paths: SweepPaths) -> None:
+    """Bring the storage's copy of the records up to date (nothing with a folder storage); raises OSError."""
+    if not is_uri(paths.ray_storage):
+        return
+    fs, root = pyarrow.fs.FileSystem.from_uri(paths.sweep_storage)
+    folders = paths.folder / FOLDERS
+    if not folders.exists():
+        write_text_atomic(folders, json.dumps([str(paths.folder)]))
+    fs.create_dir(root, recursive=True)
+    for name in (*RECORDS, FOLDERS):
+        _mirror_file(fs, paths.folder / name, f"{root}/{name}")
+    staging, remote = paths.folder / TRACKING_STAGING, f"{root}/{TRACKING_STAGING}"
+    here = {p.relative_to(staging).as_posix(): p for p in staging.rglob("*") if p.is_file()} if staging.is_dir() \
+        else {}
+    there = {info.path[len(remote) + 1:]: info for info in
+             fs.get_file_info(pyarrow.fs.FileSelector(remote, allow_not_found=True, recursive=True))
+             if info.type == pyarrow.fs.FileType.File}
+    for name, local in here.items():
+        if name not in there or there[name].size != local.stat().st_size:  # a staged file never changes
+            _put(fs, local, f"{remote}/{name}")
+    for name in there.keys() - here.keys():  # sent to MLflow and removed here
+        fs.delete_file(f"{remote}/{name}")
+
+
+def copy_records_or_note(paths: SweepPaths) -> None:
+    """copy_records, a failure said in a progress line: the sweep goes on, and the next copy catches up."""
+    try:
+        copy_records(paths)
+    except (OSError, ValueError) as exc:  # pyarrow's ArrowIOError and ArrowInvalid derive from these
+        publish(Note(f"storage: could not copy sweep {paths.name}'s records to {paths.sweep_storage} "
+                     f"({str(exc).splitlines()[0]}); the sweep goes on, and its next copy catches up"))
+
+
+def fetch_records(paths: SweepPaths) -> bool:
+    """Fetch the records of a sweep whose folder is not here from the storage's copy; True when there was one.
+
+    The spool's uploads are pointed at this folder's staging, and the folder is added to folders.json.
+    Raises UsageError when the storage cannot be read."""
+    if not is_uri(paths.ray_storage) or (paths.folder / MANIFEST).exists():
+        return False
+    try:
+        fs, root = pyarrow.fs.FileSystem.from_uri(paths.sweep_storage)
+        if fs.get_file_info(f"{root}/{MANIFEST}").type != pyarrow.fs.FileType.File:
+            return False
+        paths.folder.mkdir(parents=True, exist_ok=True)
+        for name in (FOLDERS, *RECORDS[1:]):  # the manifest last: its presence says the records are here
+            _fetch_file(fs, f"{root}/{name}", paths.folder / name)
+        remote = f"{root}/{TRACKING_STAGING}"
+        for info in fs.get_file_info(pyarrow.fs.FileSelector(remote, allow_not_found=True, recursive=True)):
+            if info.type == pyarrow.fs.FileType.File:
+                _fetch_file(fs, info.path, paths.folder / TRACKING_STAGING / info.path[len(remote) + 1:])
+        _fetch_file(fs, f"{root}/{MANIFEST}", paths.folder / MANIFEST)
+    except (OSError, ValueError) as exc:  # pyarrow's ArrowIOError and ArrowInvalid derive from these
+        raise UsageError(f"--storage {paths.ray_storage}: cannot fetch sweep {paths.name!r}'s records from "
+                         f"{paths.sweep_storage} ({str(exc).splitlines()[0]}); check the URI and the credentials in "
+                         "the environment or the node's instance profile") from None
+    earlier = earlier_folders(paths)
+    _repoint_spool(paths.folder / TRACKING_SPOOL, earlier, paths.folder)
+    write_text_atomic(paths.folder / FOLDERS, json.dumps([*map(str, earlier), str(paths.folder)]))
+    return True
+
+
+def earlier_folders(paths: SweepPaths) -> list[Path]:
+    """The folders other heads kept the sweep in, oldest first (from folders.json; [] for a sweep never moved)."""
+    path = paths.folder / FOLDERS
+    listed = json.loads(path.read_text()) if path.exists() else []
+    return [Path(folder) for folder in listed if Path(folder) != paths.folder]
+
+
+def follow_move(paths: SweepPaths) -> None:
+    """Objects Ray Tune unpickles from now on that name an earlier head's folder use this one."""
+    MOVED.update({str(folder): paths.folder for folder in earlier_folders(paths)})
+
+
+def _repoint_spool(spool: Path, earlier: list[Path], folder: Path) -> None:
+    """Spool lines that upload a file from an earlier folder's staging upload it from this folder's."""
+    if not spool.exists() or not earlier:
+        return
+    lines = []
+    for line in spool.read_text().splitlines():
+        try:
+            values = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # cut short by a crash: the spool leaves it out anyway
+        path = values.get("path") if isinstance(values, dict) else None
+        for old in earlier:
+            if isinstance(path, str) and Path(path).is_relative_to(old / TRACKING_STAGING):
+                values["path"] = str(folder / Path(path).relative_to(old))
+        lines.append(json.dumps(values) + "\n")
+    write_text_atomic(spool, "".join(lines))
+
+
+def _mirror_file(fs: pyarrow.fs.FileSystem, local: Path, remote: str) -> None:
+    if local.exists():
+        _put(fs, local, remote)
+    elif fs.get_file_info(remote).type == pyarrow.fs.FileType.File:
+        fs.delete_file(remote)  # the spool, once every write it held was sent
+
+
+def _put(fs: pyarrow.fs.FileSystem, local: Path, remote: str) -> None:
+    fs.create_dir(remote.rpartition("/")[0], recursive=True)
+    with fs.open_output_stream(remote) as out:  # one object, written whole (S3: one PUT)
+        out.write(local.read_bytes())
+
+
+def _fetch_file(fs: pyarrow.fs.FileSystem, remote: str, local: Path) -> None:
+    if fs.get_file_info(remote).type != pyarrow.fs.FileType.File:
+        return
+    with fs.open_input_stream(remote) as source:
+        local.parent.mkdir(parents=True, exist_ok=True)
+        local.with_name(local.name + ".part").write_bytes(source.read())
+    local.with_name(local.name + ".part").replace(local)
