@@ -9,6 +9,7 @@ sweep's live tracking is found by the ledger's path in ACTIVE, which `session.ru
 
 from __future__ import annotations
 
+import time
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from tuning.search.finalists import CONFIRM, SEARCH
 from tuning.search.gate import stop_reason
 from tuning.search.ledger import Ledger, TrialRecord
 from tuning.search.space import SweepSpace, searched
+from tuning.sweep.orphan_groups import OrphanGroups
 from tuning.sweep.record_copies import copy_records_or_note, moved_folder
 from tuning.sweep.trial_files import (
     final_checkpoint,
@@ -54,12 +56,14 @@ class SweepCallback(ray.tune.Callback):
         self.train_s: dict[str, float] = {}
         self.checkpoints: dict[str, str] = {}  # trial id -> its latest checkpoint folder
         self.recorded: set[str] | None = None  # trial ids in the ledger, read once per driver
+        self.orphans = OrphanGroups()  # worker placement groups of stopped trials that Ray Train left behind
 
     def __getstate__(self) -> dict[str, Any]:  # what Ray Tune pickles with the sweep: no open filesystem
         return {k: v for k, v in self.__dict__.items() if k != "fs"}
 
     def __setstate__(self, state: dict[str, Any]) -> None:  # a sweep saved by an older version lacks these
-        self.__dict__.update({"storage": None, "checkpoints": {}, "base_seed": 0, **state, "recorded": None})
+        self.__dict__.update({"storage": None, "checkpoints": {}, "base_seed": 0, **state, "recorded": None,
+                              "orphans": OrphanGroups()})
         self.ledger_path = moved_folder(self.ledger_path.parent) / self.ledger_path.name  # saved by another head
 
     @cached_property
@@ -81,6 +85,9 @@ class SweepCallback(ray.tune.Callback):
         if self.recorded is None:
             self.recorded = set(Ledger(self.ledger_path).records)
         return trial.trial_id in self.recorded
+
+    def on_step_end(self, iteration: int, trials: list[Trial], **info: Any) -> None:
+        self.orphans.give_back(time.monotonic())  # at most every few seconds (tuning/sweep/orphan_groups.py)
 
     def on_trial_start(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
         if self._in_ledger(trial):  # ended before a driver was killed: only its end comes again

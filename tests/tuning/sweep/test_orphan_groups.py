@@ -1,0 +1,45 @@
+"""Worker placement groups left with no actor are given back after a grace period (tuning/sweep/orphan_groups.py),
+on a real local Ray with its dashboard (Ray's state API), as the sweep starts it."""
+
+from __future__ import annotations
+
+import ray
+import ray.util.state
+from ray.util.placement_group import placement_group
+from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+from tuning.sweep import session
+from tuning.sweep.orphan_groups import GRACE_S, LOOK_EVERY_S, OrphanGroups
+
+
+@ray.remote(num_cpus=1)
+class Worker:
+    def ping(self) -> str:
+        return "pong"
+
+
+def states() -> dict[str, str]:
+    return {g.placement_group_id: g.state for g in ray.util.state.list_placement_groups(limit=1000)}
+
+
+def test_only_a_worker_group_no_actor_has_used_for_the_grace_period_is_given_back():
+    started = session.start_ray(None)  # a local Ray with its dashboard, as a sweep starts one
+    try:
+        orphan = placement_group([{"CPU": 1}])  # what a killed controller leaves: nobody will use it
+        used = placement_group([{"CPU": 1}])
+        head_memory = placement_group([{"memory": 2**20}])  # a Tune trial's own group: never a worker's
+        ray.get([orphan.ready(), used.ready(), head_memory.ready()], timeout=60)
+        worker = Worker.options(scheduling_strategy=PlacementGroupSchedulingStrategy(used)).remote()
+        assert ray.get(worker.ping.remote(), timeout=60) == "pong"
+
+        watch = OrphanGroups()
+        assert watch.give_back(0.0) == []  # first seen unused: the grace period starts
+        assert watch.give_back(LOOK_EVERY_S / 2) == []  # too soon to look again
+        assert watch.give_back(GRACE_S) == [orphan.id.hex()]
+        assert states()[orphan.id.hex()] == "REMOVED"
+        assert states()[used.id.hex()] == "CREATED" and states()[head_memory.id.hex()] == "CREATED"
+        assert watch.give_back(2 * GRACE_S + LOOK_EVERY_S) == []
+        assert ray.get(worker.ping.remote(), timeout=60) == "pong"
+    finally:
+        if started:
+            ray.shutdown()
