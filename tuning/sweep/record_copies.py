@@ -44,8 +44,7 @@ def copy_records(paths: SweepPaths) -> None:
     folders = paths.folder / FOLDERS
     if not folders.exists():
         write_text_atomic(folders, json.dumps([str(paths.folder)]))
-    fs.create_dir(root, recursive=True)
-    for name in (*RECORDS, FOLDERS):
+    for name in (*RECORDS, FOLDERS):  # _put makes the folders an upload needs
         _mirror_file(fs, paths.folder / name, f"{root}/{name}")
     staging, remote = paths.folder / TRACKING_STAGING, f"{root}/{TRACKING_STAGING}"
     here = {p.relative_to(staging).as_posix(): p for p in staging.rglob("*") if p.is_file()} if staging.is_dir() \
