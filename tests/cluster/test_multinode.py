@@ -135,32 +135,35 @@ def test_a_folder_one_node_cannot_see_is_refused_as_storage(cluster, bars, tmp_p
 
 def test_a_sweep_survives_the_loss_of_its_worker_node(cluster, tracking_server, bars, tmp_path):
     storage = tmp_path / "shared" / "sweeps"
-    # One ASHA rung, at epoch 2 (the next would be 16, the end): a trial past it trains to epoch 16, so one
-    # caught at epochs 3-5 is still training when its node dies: 11 epochs or more are left, seconds of
-    # training, where the kill takes milliseconds after the catch. The one caught is the first initial point's,
-    # which passes the gate and the rung (one the gate or ASHA stopped at epoch 2 may write a checkpoint or two
-    # past it before it is killed, and would look like one still training).
-    space = write_space(tmp_path, trials=6, initial=SPACE["initial"][:1], resources=RESOURCES,
+    # One trial at a time, so the order is fixed: the first (an initial point the gate stops at epoch 2) is in
+    # the ledger before the second (the initial point that passes the gate and the rung) starts. That one is
+    # caught at epochs 3-5 of 16 (one ASHA rung, at epoch 2): 11 epochs or more are left, seconds of training,
+    # where the kill takes milliseconds after the catch. (Caught by its learning rate: a trial the gate or ASHA
+    # stopped at epoch 2 may write a checkpoint or two past it before it is killed, and look like one training.)
+    gated, learns = SPACE["initial"][1], SPACE["initial"][0]
+    space = write_space(tmp_path, trials=4, initial=[gated, learns],
+                        resources={**RESOURCES, "max_concurrent": 1},
                         scheduler={"max_epochs": 16, "grace_period": 2, "reduction_factor": 8})
     client, job = submit(cluster, "sweep", "--data", bars, "--space", space, "--storage", storage, "--name", "k",
                          "--tracking-uri", tracking_server.url)
     deadline = time.monotonic() + 600
-    # A trial has finished and another is mid-run, with checkpoints to resume from.
-    while not ((storage / "k" / LEDGER).exists()
-               and (interrupted := running_past_the_first_rung(storage / "k", range(3, 6), SPACE["initial"][0]["learning_rate"]))):
+    while not (interrupted := running_past_the_first_rung(storage / "k", range(3, 6), learns["learning_rate"])):
         status = client.get_job_status(job)
         assert time.monotonic() < deadline and status in {JobStatus.PENDING, JobStatus.RUNNING}, client.get_job_logs(job)
         time.sleep(0.2)
     lost = cluster.node_id(TRIAL_SLOT)
     before = ledger(storage / "k")
-    cluster.kill_node("worker-a")  # mid-sweep: the trials running there lose their workers
-    assert client.get_job_status(job) == JobStatus.RUNNING and len(before) < 6
+    cluster.kill_node("worker-a")  # mid-sweep: the trial running there loses its worker
+    assert client.get_job_status(job) == JobStatus.RUNNING
+    assert [(r["params"]["learning_rate"], r["stop_reason"]) for r in before.values()] == [
+        (gated["learning_rate"], "gate")]  # the first trial had ended
     cluster.add_node("worker-b", cpus=2, resources={TRIAL_SLOT: 2})
     wait_for(client, job)
 
     after = ledger(storage / "k")
-    assert len(after) == 6 and all(after[k] == record for k, record in before.items())  # none lost, none rerun
+    assert len(after) == 4 and all(after[k] == record for k, record in before.items())  # none lost, none rerun
     assert all(r["stop_reason"] != "error" for r in after.values()), after
+    assert after[interrupted]["stop_reason"] == "completed" and after[interrupted]["stop_epoch"] == 16, after
     replacement = cluster.node_id(TRIAL_SLOT)
     used = train_nodes(cluster)
     assert interrupted not in before and {lost, replacement} <= used[interrupted], (lost, replacement, used)
