@@ -1,9 +1,10 @@
 """Forecast quality: the sweep's winner against HAR, persistence and the train mean on the test segment.
 
-Run by hand:  .venv/bin/python bench/forecast_quality.py [--spaces smoke sp500] [--data sp500 synthetic]
+Run by hand:  .venv/bin/python bench/forecast_quality.py [--spaces smoke sp500] [--data sp500 nasdaq synthetic]
               [--extra-data FILE.parquet ...] [--out runs/bench-forecast-quality]
 
-For each bars file (S&P 500 daily bars from `mamba-tune data sp500`; synthetic 5-minute bars from
+For each bars file (S&P 500 and NASDAQ Composite daily bars from `mamba-tune data sp500 | nasdaq`, the
+NASDAQ ones to see whether what the space found on the S&P 500 holds on another index; synthetic 5-minute bars from
 `mamba-tune data synth`; any --extra-data file) and each search space (smoke.yaml, and sp500.yaml:
 default.yaml's shape sized for a 2-core CPU), a real sweep runs (`mamba-tune sweep`: local Ray,
 Optuna, ASHA and the gate, the finalists confirmed over seeds) and its one look at the test segment
@@ -32,10 +33,10 @@ SPACES = {"smoke": ROOT / "search_spaces" / "smoke.yaml", "sp500": ROOT / "searc
 
 
 def bars_file(kind: str, folder: Path) -> Path:
-    """The bars of `kind` (sp500 | synthetic), written by `mamba-tune data` once."""
+    """The bars of `kind` (sp500 | nasdaq | synthetic), written by `mamba-tune data` once."""
     path = folder / f"{kind}.parquet"
     if not path.exists():
-        args = ["sp500", "--out", path] if kind == "sp500" else ["synth", "--out", path, "--bars", "3000"]
+        args = ["synth", "--out", path, "--bars", "3000"] if kind == "synthetic" else [kind, "--out", path]
         subprocess.run([*CLI, "data", *map(str, args)], cwd=ROOT, check=True, capture_output=True)
     return path
 
@@ -66,7 +67,8 @@ def entry(data: str, space: str, look: dict) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--spaces", nargs="+", default=list(SPACES), choices=list(SPACES))
-    parser.add_argument("--data", nargs="+", default=["sp500", "synthetic"], choices=["sp500", "synthetic"])
+    parser.add_argument("--data", nargs="+", default=["sp500", "synthetic"],
+                        choices=["sp500", "nasdaq", "synthetic"])
     parser.add_argument("--extra-data", nargs="*", type=Path, default=[], help="more bars files to sweep on")
     parser.add_argument("--out", type=Path, default=ROOT / "runs" / "bench-forecast-quality")
     args = parser.parse_args()

@@ -1,4 +1,4 @@
-"""`mamba-tune data synth | sp500 | check`."""
+"""`mamba-tune data synth | sp500 | nasdaq | check`."""
 
 from __future__ import annotations
 
@@ -18,14 +18,17 @@ from tuning.cli.help import subcommand
 from tuning.errors import UsageError
 
 _NS = 10**9
+# The real daily bars the arch package ships (1999-2018): command -> the index they are bars of.
+ARCH_DAILY_BARS = {"sp500": "S&P 500", "nasdaq": "NASDAQ Composite"}
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
     data = subcommand(commands, "data", "make or check Parquet files of bars",
                        ("mamba-tune data synth --out runs/bars.parquet",
                         "mamba-tune data sp500 --out runs/sp500.parquet", "mamba-tune data check runs/bars.parquet"),
-                       "Make Parquet files of OHLCV bars (synthetic, or the real S&P 500 daily bars the arch "
-                       "package ships) or check a file of your own: each is read and validated as a sweep reads it.")
+                       "Make Parquet files of OHLCV bars (synthetic, or the real S&P 500 and NASDAQ Composite daily "
+                       "bars the arch package ships) or check a file of your own: each is read and validated as a "
+                       "sweep reads it.")
     sub = data.add_subparsers(dest="data_command", required=True, parser_class=type(data))
     synth = subcommand(sub, "synth", "write synthetic ES-like 5-minute futures bars",
                         ("mamba-tune data synth --out runs/bars.parquet",
@@ -42,11 +45,12 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
                        help="start on the Monday after the last bar of this file (new bars for `mamba-tune promote`)")
     synth.add_argument("--force", action="store_true", help="overwrite --out if it exists")
     synth.set_defaults(run=cmd_synth)
-    sp500 = subcommand(sub, "sp500", "write the real S&P 500 daily bars 1999-2018 the arch package ships",
-                        ("mamba-tune data sp500 --out runs/sp500.parquet",))
-    sp500.add_argument("--out", required=True, type=Path, help="Parquet file to write")
-    sp500.add_argument("--force", action="store_true", help="overwrite --out if it exists")
-    sp500.set_defaults(run=cmd_sp500)
+    for name, index in ARCH_DAILY_BARS.items():
+        real = subcommand(sub, name, f"write the real {index} daily bars 1999-2018 the arch package ships",
+                          (f"mamba-tune data {name} --out runs/{name}.parquet",))
+        real.add_argument("--out", required=True, type=Path, help="Parquet file to write")
+        real.add_argument("--force", action="store_true", help="overwrite --out if it exists")
+        real.set_defaults(run=cmd_arch_daily_bars)
     check = subcommand(sub, "check", "validate a file of bars and summarise it",
                         ("mamba-tune data check runs/bars.parquet",
                          "mamba-tune data check ticks.parquet --column timestamp=ts_event --column volume=size"),
@@ -77,21 +81,23 @@ def cmd_synth(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_sp500(args: argparse.Namespace) -> int:
+def cmd_arch_daily_bars(args: argparse.Namespace) -> int:
+    """`data sp500 | nasdaq`: the index's daily bars from the arch package, as UTC-midnight timestamps."""
+    index = ARCH_DAILY_BARS[args.data_command]
     try:
-        from arch.data import sp500
+        from arch.data import nasdaq, sp500
     except ImportError:
-        raise UsageError("the arch package is not installed, it ships the S&P 500 bars; "
+        raise UsageError(f"the arch package is not installed, it ships the {index} bars; "
                          "pip install 'mamba-tune[data]'") from None
     _refuse_overwrite(args.out, args.force)
-    frame = sp500.load()
+    frame = {"sp500": sp500, "nasdaq": nasdaq}[args.data_command].load()
     table = pa.table({
         "timestamp": pa.array(frame.index.to_numpy().astype("datetime64[ns]"), type=pa.timestamp("ns", tz="UTC")),
         **{name.lower(): pa.array(frame[name].to_numpy(dtype=np.float64)) for name in ("Open", "High", "Low", "Close")},
         "volume": pa.array(frame["Volume"].to_numpy(dtype=np.int64)),
     })
     _write_parquet(table, args.out)
-    print(f"wrote {table.num_rows:,} S&P 500 daily bars to {args.out}")
+    print(f"wrote {table.num_rows:,} {index} daily bars to {args.out}")
     return 0
 
 

@@ -1,4 +1,4 @@
-"""`mamba-tune data synth | sp500 | check` as a user runs them."""
+"""`mamba-tune data synth | sp500 | nasdaq | check` as a user runs them."""
 
 from __future__ import annotations
 
@@ -30,13 +30,16 @@ def test_cli_data_synth_never_overwrites_without_force(tmp_path):
     assert pq.read_metadata(out).num_rows == 300
 
 
-def test_cli_data_sp500_writes_the_real_daily_bars(tmp_path):
-    out = tmp_path / "sp500.parquet"
-    done = run_cli("data", "sp500", "--out", out)
+@pytest.mark.parametrize(("index", "first_close"), [("sp500", (1200, 1300)), ("nasdaq", (2200, 2300))])
+def test_cli_data_writes_the_real_daily_bars_arch_ships(index, first_close, tmp_path):
+    out = tmp_path / f"{index}.parquet"
+    done = run_cli("data", index, "--out", out)
     assert done.returncode == 0, done.stderr
     bars = read_bars(out)
-    assert len(bars) == 5031
-    assert 1200 < bars.close[0] < 1300  # 1999-01-04
+    assert len(bars) == 5031  # 1999-01-04 .. 2018-12-31
+    assert first_close[0] < bars.close[0] < first_close[1]
+    assert done.stdout.startswith("wrote 5,031 ")
+    assert_one_line_error(run_cli("data", index, "--out", out), f"{out} exists, an existing file is never overwritten")
 
 
 def test_cli_data_check_summarises_a_file(tmp_path):

@@ -28,8 +28,8 @@ COMMANDS = commands(build_parser())
 
 def test_every_command_is_reachable_from_the_top():
     assert {" ".join(words) for words, _ in COMMANDS} == {
-        "model", "data", "data synth", "data sp500", "data check", "train", "sweep", "resume", "best", "promote", "ui",
-        "doctor", "list"}
+        "model", "data", "data synth", "data sp500", "data nasdaq", "data check", "train", "sweep", "resume", "best",
+        "promote", "ui", "doctor", "list"}
 
 
 @pytest.mark.parametrize(("words", "parser"), COMMANDS, ids=[" ".join(w) for w, _ in COMMANDS])
