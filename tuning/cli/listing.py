@@ -4,41 +4,55 @@ from __future__ import annotations
 
 import argparse
 import math
+from functools import partial
 from pathlib import Path
 
 from model.errors import InputError
 from tuning.cli.help import subcommand
 from tuning.errors import UsageError
-from tuning.sweep_files import DEFAULT_STORAGE
+from tuning.sweep_files import DEFAULT_STORAGE, is_uri
+from tuning.uri_secrets import STORAGE_CREDENTIALS, refuse_credentials
 
 
 def add_command(commands: argparse._SubParsersAction) -> None:
     listing = subcommand(commands, "list", "list the sweeps in a storage folder: state, trials, best and test loss",
-                         ("mamba-tune list", "mamba-tune list --storage /shared/sweeps"),
+                         ("mamba-tune list", "mamba-tune list --storage /shared/sweeps",
+                          "mamba-tune list --storage s3://bucket/sweeps"),
                          "List the sweeps in a storage folder, oldest first: running (its driver is alive), "
                          "finished, or interrupted (continue it with `mamba-tune resume NAME`); the search trials "
-                         "finished of those asked for; the winner's best validation loss and its test loss.")
-    listing.add_argument("--storage", default=DEFAULT_STORAGE, type=Path,
-                         help=f"the folder the sweeps were started with --storage in (default {DEFAULT_STORAGE})")
+                         "finished of those asked for; the winner's best validation loss and its test loss. With a "
+                         "URI storage, the sweeps whose records are copied there; one this machine does not keep "
+                         "and that is not finished is 'not finished (stored)': another head may be running it, "
+                         "or its head was lost (`mamba-tune resume NAME --storage URI` continues it here).")
+    listing.add_argument("--storage", default=DEFAULT_STORAGE,
+                         help=f"the folder or URI the sweeps were started with --storage in (default "
+                              f"{DEFAULT_STORAGE})")
     listing.set_defaults(run=cmd_list)
 
 
 def cmd_list(args: argparse.Namespace) -> int:
     from tuning.sweep.listing import summarise
+    from tuning.sweep.stored_listing import stored_sweeps, summarise_stored
 
-    if not args.storage.is_dir():
-        raise UsageError(f"--storage {args.storage}: no such folder; pass the --storage the sweeps were started "
-                         f"with (default {DEFAULT_STORAGE})")
-    folders = sorted(p.parent for p in args.storage.glob("*/sweep.json"))
-    if not folders:
+    if is_uri(args.storage):
+        refuse_credentials("--storage", args.storage, STORAGE_CREDENTIALS)
+        names = stored_sweeps(args.storage)
+        sweeps = {name: partial(summarise_stored, args.storage, name) for name in names}
+    else:
+        storage = Path(args.storage)
+        if not storage.is_dir():
+            raise UsageError(f"--storage {storage}: no such folder; pass the --storage the sweeps were started "
+                             f"with (default {DEFAULT_STORAGE})")
+        sweeps = {p.parent.name: partial(summarise, p.parent) for p in sorted(storage.glob("*/sweep.json"))}
+    if not sweeps:
         print(f"no sweeps in {args.storage}; start one with `mamba-tune sweep --storage {args.storage} ...`")
         return 0
     rows = []
-    for folder in folders:
+    for name, summary in sweeps.items():
         try:
-            s = summarise(folder)
+            s = summary()
         except (OSError, ValueError, KeyError, TypeError, InputError) as exc:
-            rows.append(("", folder.name, f"unreadable ({str(exc).splitlines()[0]})", "", "", ""))
+            rows.append(("", name, f"unreadable ({str(exc).splitlines()[0]})", "", "", ""))
             continue
         state = f"{s.state} ({s.driver})" if s.driver else s.state
         rows.append((s.started, s.name, state, f"{s.finished}/{s.trials}", _loss(s.best_val_loss),

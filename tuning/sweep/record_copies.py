@@ -44,8 +44,9 @@ def copy_records(paths: SweepPaths) -> None:
     folders = paths.folder / FOLDERS
     if not folders.exists():
         write_text_atomic(folders, json.dumps([str(paths.folder)]))
-    for name in (*RECORDS, FOLDERS):  # _put makes the folders an upload needs
-        _mirror_file(fs, paths.folder / name, f"{root}/{name}")
+    made: set[str] = set()  # the folders made by this copy's uploads: each is made once
+    for name in (*RECORDS, FOLDERS):
+        _mirror_file(fs, paths.folder / name, f"{root}/{name}", made)
     staging, remote = paths.folder / TRACKING_STAGING, f"{root}/{TRACKING_STAGING}"
     here = {p.relative_to(staging).as_posix(): p for p in staging.rglob("*") if p.is_file()} if staging.is_dir() \
         else {}
@@ -54,7 +55,7 @@ def copy_records(paths: SweepPaths) -> None:
              if info.type == pyarrow.fs.FileType.File}
     for name, local in here.items():
         if name not in there or there[name].size != local.stat().st_size:  # a staged file never changes
-            _put(fs, local, f"{remote}/{name}")
+            _put(fs, local, f"{remote}/{name}", made)
     for name in there.keys() - here.keys():  # sent to MLflow and removed here
         fs.delete_file(f"{remote}/{name}")
 
@@ -81,12 +82,12 @@ def fetch_records(paths: SweepPaths) -> bool:
             return False
         paths.folder.mkdir(parents=True, exist_ok=True)
         for name in (FOLDERS, *RECORDS[1:]):  # the manifest last: its presence says the records are here
-            _fetch_file(fs, f"{root}/{name}", paths.folder / name)
+            fetch_file(fs, f"{root}/{name}", paths.folder / name)
         remote = f"{root}/{TRACKING_STAGING}"
         for info in fs.get_file_info(pyarrow.fs.FileSelector(remote, allow_not_found=True, recursive=True)):
             if info.type == pyarrow.fs.FileType.File:
-                _fetch_file(fs, info.path, paths.folder / TRACKING_STAGING / info.path[len(remote) + 1:])
-        _fetch_file(fs, f"{root}/{MANIFEST}", paths.folder / MANIFEST)
+                fetch_file(fs, info.path, paths.folder / TRACKING_STAGING / info.path[len(remote) + 1:])
+        fetch_file(fs, f"{root}/{MANIFEST}", paths.folder / MANIFEST)
     except (OSError, ValueError) as exc:  # pyarrow's ArrowIOError and ArrowInvalid derive from these
         raise UsageError(f"--storage {paths.ray_storage}: cannot fetch sweep {paths.name!r}'s records from "
                          f"{paths.sweep_storage} ({str(exc).splitlines()[0]}); check the URI and the credentials in "
@@ -127,20 +128,24 @@ def _repoint_spool(spool: Path, earlier: list[Path], folder: Path) -> None:
     write_text_atomic(spool, "".join(lines))
 
 
-def _mirror_file(fs: pyarrow.fs.FileSystem, local: Path, remote: str) -> None:
+def _mirror_file(fs: pyarrow.fs.FileSystem, local: Path, remote: str, made: set[str]) -> None:
     if local.exists():
-        _put(fs, local, remote)
+        _put(fs, local, remote, made)
     elif fs.get_file_info(remote).type == pyarrow.fs.FileType.File:
         fs.delete_file(remote)  # the spool, once every write it held was sent
 
 
-def _put(fs: pyarrow.fs.FileSystem, local: Path, remote: str) -> None:
-    fs.create_dir(remote.rpartition("/")[0], recursive=True)
+def _put(fs: pyarrow.fs.FileSystem, local: Path, remote: str, made: set[str]) -> None:
+    """Upload `local` to `remote`, making its folder first unless `made` holds it (S3: each make is a request)."""
+    folder = remote.rpartition("/")[0]
+    if folder not in made:
+        fs.create_dir(folder, recursive=True)
+        made.add(folder)
     with fs.open_output_stream(remote) as out:  # one object, written whole (S3: one PUT)
         out.write(local.read_bytes())
 
 
-def _fetch_file(fs: pyarrow.fs.FileSystem, remote: str, local: Path) -> None:
+def fetch_file(fs: pyarrow.fs.FileSystem, remote: str, local: Path) -> None:
     if fs.get_file_info(remote).type != pyarrow.fs.FileType.File:
         return
     with fs.open_input_stream(remote) as source:
