@@ -52,12 +52,16 @@ def _unused_worker_groups(job_id: str) -> set[str]:
     """This job's created placement groups that reserve CPUs or GPUs and hold no actor that is not dead."""
     from ray.util.state import list_actors, list_placement_groups
 
-    groups = list_placement_groups(filters=[("state", "=", "CREATED")], detail=True, limit=10_000,
-                                   raise_on_missing_output=False)
-    actors = list_actors(filters=[("state", "!=", "DEAD")], detail=True, limit=10_000, raise_on_missing_output=False)
-    used = {actor.placement_group_id for actor in actors if actor.placement_group_id}
-    return {group.placement_group_id for group in groups
-            if group.creator_job_id == job_id and _reserves_workers(group.bundles)} - used
+    groups = list_placement_groups(filters=[("state", "=", "CREATED"), ("creator_job_id", "=", job_id)],
+                                   detail=True, limit=10_000, raise_on_missing_output=False)
+    candidates = {group.placement_group_id for group in groups
+                  if group.creator_job_id == job_id and _reserves_workers(group.bundles)}
+    if not candidates:
+        return set()
+    # Only this job's actors can live in its groups: on a shared cluster the others are not listed.
+    actors = list_actors(filters=[("state", "!=", "DEAD"), ("job_id", "=", job_id)], detail=True, limit=10_000,
+                         raise_on_missing_output=False)
+    return candidates - {actor.placement_group_id for actor in actors if actor.placement_group_id}
 
 
 def _reserves_workers(bundles: list[dict[str, Any]]) -> bool:
