@@ -74,6 +74,7 @@ bench: $(STAMP)
 	$(PY) bench/search_efficiency.py
 	$(PY) bench/training_outcomes.py
 	$(PY) bench/forecast_quality.py
+	$(PY) bench/linear_reference.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache
