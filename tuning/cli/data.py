@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 from dataclasses import replace
 from pathlib import Path
 
@@ -85,12 +86,12 @@ def cmd_arch_daily_bars(args: argparse.Namespace) -> int:
     """`data sp500 | nasdaq`: the index's daily bars from the arch package, as UTC-midnight timestamps."""
     index = ARCH_DAILY_BARS[args.data_command]
     try:
-        from arch.data import nasdaq, sp500
+        source = importlib.import_module(f"arch.data.{args.data_command}")  # arch.data.sp500, arch.data.nasdaq
     except ImportError:
         raise UsageError(f"the arch package is not installed, it ships the {index} bars; "
                          "pip install 'mamba-tune[data]'") from None
     _refuse_overwrite(args.out, args.force)
-    frame = {"sp500": sp500, "nasdaq": nasdaq}[args.data_command].load()
+    frame = source.load()
     table = pa.table({
         "timestamp": pa.array(frame.index.to_numpy().astype("datetime64[ns]"), type=pa.timestamp("ns", tz="UTC")),
         **{name.lower(): pa.array(frame[name].to_numpy(dtype=np.float64)) for name in ("Open", "High", "Low", "Close")},

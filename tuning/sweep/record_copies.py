@@ -146,6 +146,7 @@ def _put(fs: pyarrow.fs.FileSystem, local: Path, remote: str, made: set[str]) ->
 
 
 def fetch_file(fs: pyarrow.fs.FileSystem, remote: str, local: Path) -> None:
+    """Download `remote` to `local`, whole or not at all (through a .part file); nothing when it is no file."""
     if fs.get_file_info(remote).type != pyarrow.fs.FileType.File:
         return
     with fs.open_input_stream(remote) as source:
