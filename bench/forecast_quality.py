@@ -3,9 +3,9 @@
 Run by hand:  .venv/bin/python bench/forecast_quality.py [--spaces smoke sp500] [--data sp500 nasdaq synthetic]
               [--extra-data FILE.parquet ...] [--out runs/bench-forecast-quality]
 
-For each bars file (S&P 500 and NASDAQ Composite daily bars from `mamba-tune data sp500 | nasdaq`, the
-NASDAQ ones to see whether what the space found on the S&P 500 holds on another index; synthetic 5-minute bars from
-`mamba-tune data synth`; any --extra-data file) and each search space (smoke.yaml, and sp500.yaml:
+For each bars file (S&P 500 and NASDAQ Composite daily bars from `mamba-tune data sp500 | nasdaq`: does
+what a space finds on one index hold on another; synthetic 5-minute bars from `mamba-tune data synth`;
+any --extra-data file) and each search space (smoke.yaml, and sp500.yaml:
 default.yaml's shape sized for a 2-core CPU), a real sweep runs (`mamba-tune sweep`: local Ray,
 Optuna, ASHA and the gate, the finalists confirmed over seeds) and its one look at the test segment
 is read back (test.json). Prints JSON, one entry per (data, space):

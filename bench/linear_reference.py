@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -32,6 +31,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.forecast_quality import bars_file  # noqa: E402
 from model.data import Dataset, load_dataset  # noqa: E402
 from tuning.search.space import load_space  # noqa: E402
 
@@ -40,9 +40,9 @@ PENALTIES = (1e-3, 1.0, 10.0, 100.0, 1000.0)
 BOOTSTRAP_DRAWS = 2000
 
 
-def lagged_design(data: Dataset, index: np.ndarray, lags: tuple[int, ...]) -> np.ndarray:
-    """(n, 1 + len(lags) * n_features) float64: an intercept, then the features of bars index - lag (n,)."""
-    features = data.features.astype(np.float64)
+def lagged_design(features: np.ndarray, index: np.ndarray, lags: tuple[int, ...]) -> np.ndarray:
+    """(n, 1 + len(lags) * n_features) float64: an intercept, then the rows index - lag (n,) of features
+    (n_bars, n_features) float64."""
     return np.column_stack([np.ones(len(index)), *(features[index - lag] for lag in lags)])
 
 
@@ -64,16 +64,16 @@ def block_bootstrap_ratio(model: np.ndarray, baseline: np.ndarray, block: int, s
 
 def reference(data: Dataset, horizon: int) -> dict:
     """The ridge grid on one Dataset (residual to HAR: its last input is HAR's forecast) -> its JSON entry."""
-    target = data.targets.astype(np.float64)
+    features, target = data.features.astype(np.float64), data.targets.astype(np.float64)
     usable = [lag for lag in LAGS if lag < data.window]
     lag_sets = {f"{k} lag(s), up to {usable[k - 1]} bars back": tuple(usable[:k]) for k in (1, 5, len(usable))}
     har_val, har_test = data.baselines["har"], data.test_baselines["har"]
     points = []
     for name, lags in lag_sets.items():
-        train = lagged_design(data, data.train_index, lags)
+        train = lagged_design(features, data.train_index, lags)
         for penalty in PENALTIES:
             weights = ridge(train, target[data.train_index], penalty)
-            errors = {split: (lagged_design(data, index, lags) @ weights - target[index]) ** 2
+            errors = {split: (lagged_design(features, index, lags) @ weights - target[index]) ** 2
                       for split, index in (("val", data.val_index), ("test", data.test_index))}
             points.append({"lags": name, "penalty": penalty, "val": float(errors["val"].mean()),
                            "test": float(errors["test"].mean()), "test_errors": errors["test"]})
@@ -106,17 +106,9 @@ def main() -> None:
         raise SystemExit(f"error: {args.space}: data.residual_to is none; the reference reads HAR's forecasts from "
                          "the har input, so use a space with residual_to: har (the default)")
     with tempfile.TemporaryDirectory() as folder:
-        files = args.data or [daily_bars(index, Path(folder)) for index in ("sp500", "nasdaq")]
+        files = args.data or [bars_file(index, Path(folder)) for index in ("sp500", "nasdaq")]
         results = {path.name: reference(load_dataset(path, settings), settings.horizon) for path in files}
     print(json.dumps({"space": str(args.space), "results": results}, indent=1))
-
-
-def daily_bars(index: str, folder: Path) -> Path:
-    """The index's daily bars the arch package ships, written by `mamba-tune data INDEX`."""
-    path = folder / f"{index}.parquet"
-    subprocess.run([sys.executable, "-m", "tuning.cli", "data", index, "--out", str(path)], cwd=ROOT, check=True,
-                   capture_output=True)
-    return path
 
 
 if __name__ == "__main__":

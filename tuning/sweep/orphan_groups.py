@@ -24,7 +24,7 @@ LOOK_EVERY_S = 15.0
 
 
 class OrphanGroups:
-    """The sweep driver's watch over its job's worker placement groups (it pickles: Tune saves its callbacks)."""
+    """The sweep driver's watch over its job's worker placement groups (a new one in each driver)."""
 
     def __init__(self) -> None:
         self.unused_since: dict[str, float] = {}  # placement group id (hex) -> when a look first found it unused
@@ -54,8 +54,7 @@ def _unused_worker_groups(job_id: str) -> set[str]:
 
     groups = list_placement_groups(filters=[("state", "=", "CREATED"), ("creator_job_id", "=", job_id)],
                                    detail=True, limit=10_000, raise_on_missing_output=False)
-    candidates = {group.placement_group_id for group in groups
-                  if group.creator_job_id == job_id and _reserves_workers(group.bundles)}
+    candidates = {group.placement_group_id for group in groups if _reserves_workers(group.bundles)}
     if not candidates:
         return set()
     # Only this job's actors can live in its groups: on a shared cluster the others are not listed.

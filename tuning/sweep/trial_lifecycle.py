@@ -58,8 +58,8 @@ class SweepCallback(ray.tune.Callback):
         self.recorded: set[str] | None = None  # trial ids in the ledger, read once per driver
         self.orphans = OrphanGroups()  # worker placement groups of stopped trials that Ray Train left behind
 
-    def __getstate__(self) -> dict[str, Any]:  # what Ray Tune pickles with the sweep: no open filesystem
-        return {k: v for k, v in self.__dict__.items() if k != "fs"}
+    def __getstate__(self) -> dict[str, Any]:  # what Ray Tune pickles: no open filesystem, no watch of live groups
+        return {k: v for k, v in self.__dict__.items() if k not in ("fs", "orphans")}
 
     def __setstate__(self, state: dict[str, Any]) -> None:  # a sweep saved by an older version lacks these
         self.__dict__.update({"storage": None, "checkpoints": {}, "base_seed": 0, **state, "recorded": None,
