@@ -118,11 +118,22 @@ class RayCluster:
                         "--deadline-remaining-seconds=1"], check=True, capture_output=True, env=self.env, timeout=60)
         self.kill_node(name)
 
-    def submit(self, entrypoint: str) -> str:
-        """A Ray job (the Jobs API, as `ray job submit` uses it) -> its id."""
+    def submit(self, entrypoint: str, timeout_s: float = 120) -> str:
+        """A Ray job (the Jobs API, as `ray job submit` uses it) -> its id.
+
+        The head hands the job to a node's agent; one that has only just joined may not serve jobs yet, and the
+        head answers "No available agent to submit job, please try again later": then it is tried again."""
         from ray.job_submission import JobSubmissionClient
 
-        job = JobSubmissionClient(self.dashboard).submit_job(entrypoint=entrypoint)
+        client, deadline = JobSubmissionClient(self.dashboard), time.monotonic() + timeout_s
+        while True:
+            try:
+                job = client.submit_job(entrypoint=entrypoint)
+                break
+            except RuntimeError as exc:
+                if "No available agent" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(2)
         self.jobs.append(job)
         return job
 

@@ -34,6 +34,17 @@ SPACE = {
                                                             "headdim": 8, "chunk_size": 16}},
 }
 
+# How SPACE's initial points end (stop reason, epoch) in its sweep run straight through, one trial at a time
+# (the session's finished_sweep): the first completes, the gate stops the second, ASHA the third at its rung.
+STRAIGHT_THROUGH = [("completed", 4), ("gate", 2), ("asha", 2)]
+
+
+def decisions(records: dict[str, dict], points: list[dict]) -> list[tuple[str, int]]:
+    """How the trials of these parameters ended (stop reason, epoch), in the order of `points`."""
+    by_params = {json.dumps(r["params"], sort_keys=True): (r["stop_reason"], r["stop_epoch"]) for r in records.values()
+                 if r["stage"] == "search"}  # (the session's sweep also confirms its finalist)
+    return [by_params[json.dumps(p, sort_keys=True)] for p in points]
+
 
 def space_values(**changes) -> dict:
     """SPACE with some sections changed: a dict merges into its section, anything else replaces it."""

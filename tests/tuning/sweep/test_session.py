@@ -16,7 +16,7 @@ from optuna.trial import TrialState
 from tests.cli import assert_one_line_error, run_cli
 from tests.tuning.mlflow_layout import assert_sweep_logged
 from tests.tuning.mlflow_server import free_port
-from tests.tuning.sweeps import ledger, write_space
+from tests.tuning.sweeps import SPACE, STRAIGHT_THROUGH, decisions, ledger, write_space
 from tuning.search.space import parse_space
 from tuning.tracking.lineage import file_digest
 
@@ -31,6 +31,7 @@ def test_sweep_stops_trials_by_asha_and_gate_and_its_best_trains_again(bars, fin
     assert len(records) == 5 and "gate" in reasons and "asha" in reasons and "completed" in reasons, reasons
     gated = next(r for r in records.values() if r["stop_reason"] == "gate")
     assert (gated["params"]["learning_rate"], gated["stop_epoch"]) == (1e-7, 2)
+    assert decisions(records, SPACE["initial"]) == STRAIGHT_THROUGH  # what an interrupted, resumed sweep must match
     assert "rank trial" in done.stdout and "completed@4" in done.stdout  # the leaderboard
     assert "vs E0  vs HAR vs pers." in done.stdout and "baselines (validation MSE, scaled): HAR " in done.stdout
 
