@@ -66,7 +66,7 @@ def mlflow_server(tmp_path):
 def finished_sweep(bars, tmp_path_factory):
     """The 5-trial sweep of tests.tuning.sweeps.SPACE, one trial at a time, its finalist confirmed on a second seed
     and a second fold (3 runs), run once per session into an embedded MLflow store (the tuning tests read its facts;
-    the interruption test compares a resumed sweep's search with it).
+    test_session checks its initial points end as STRAIGHT_THROUGH, which the interruption test asks of a resumed sweep).
 
     -> (folder, storage, tracking_uri, completed process)
     """
