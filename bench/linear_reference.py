@@ -94,12 +94,17 @@ def _shown(point: dict, har_val: float, har_test: float) -> dict:
             "test_ratio_to_har": round(point["test"] / har_test, 4)}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_data_and_space(parser: argparse.ArgumentParser) -> None:
+    """--data (bars files; default the two indices') and --space (whose data settings), as these benches take them."""
     parser.add_argument("--data", nargs="+", type=Path, help="Parquet bars files (default: the S&P 500 and NASDAQ "
                         "Composite daily bars, written by `mamba-tune data` to a temporary folder)")
     parser.add_argument("--space", type=Path, default=ROOT / "search_spaces" / "sp500.yaml",
                         help="the search space whose data settings to use (default search_spaces/sp500.yaml)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_data_and_space(parser)
     args = parser.parse_args()
     settings = load_space(args.space).run.data
     if not settings.residual:

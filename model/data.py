@@ -53,11 +53,13 @@ class DataConfig:
     columns: dict[str, str] = field(default_factory=dict)  # our field -> the file's column, e.g. ts_event
     vol_lookbacks: tuple[int, ...] | None = None  # trailing volatility inputs in bars; None: HAR's that fit the window
     residual_to: str = "har"  # "har": the model forecasts a correction to HAR's forecast (an input); "none"
+    leverage_lookbacks: tuple[int, ...] | None = None  # mean-fall inputs in bars; None: the volatility inputs'
 
     def __post_init__(self) -> None:
         require_positive_ints(self, ("window", "horizon", "min_val_samples", "fold"))
-        if isinstance(self.vol_lookbacks, list):  # YAML and JSON give lists
-            object.__setattr__(self, "vol_lookbacks", tuple(self.vol_lookbacks))
+        for name in ("vol_lookbacks", "leverage_lookbacks"):
+            if isinstance(getattr(self, name), list):  # YAML and JSON give lists
+                object.__setattr__(self, name, tuple(getattr(self, name)))
         self._check_inputs()
         if self.target not in TARGETS:
             raise ValueError(f"target must be one of {', '.join(TARGETS)}, got {self.target!r}")
@@ -77,22 +79,24 @@ class DataConfig:
                              f"got {self.columns!r}")
 
     def _check_inputs(self) -> None:
-        """vol_lookbacks: distinct positive ints, none longer than the window; residual_to: a known baseline."""
-        if self.vol_lookbacks is not None:
-            self._check_lookbacks(self.vol_lookbacks)
+        """vol_ and leverage_lookbacks: distinct positive ints, none longer than the window; residual_to: a known
+        baseline."""
+        for name in ("vol_lookbacks", "leverage_lookbacks"):
+            if getattr(self, name) is not None:
+                self._check_lookbacks(name, getattr(self, name))
         if self.residual_to not in RESIDUAL_TO:
             raise ValueError(f"residual_to must be one of {', '.join(RESIDUAL_TO)} (the baseline the model corrects, "
                              f"or none), got {self.residual_to!r}")
 
-    def _check_lookbacks(self, lookbacks: Any) -> None:
+    def _check_lookbacks(self, name: str, lookbacks: Any) -> None:
         if not isinstance(lookbacks, tuple) or not all(
                 isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in lookbacks):
-            raise ValueError(f"vol_lookbacks must be a list of positive integers (bars), got {lookbacks!r}")
+            raise ValueError(f"{name} must be a list of positive integers (bars), got {lookbacks!r}")
         if len(set(lookbacks)) != len(lookbacks):
-            raise ValueError(f"vol_lookbacks must not repeat a lookback, got {list(lookbacks)}")
+            raise ValueError(f"{name} must not repeat a lookback, got {list(lookbacks)}")
         longest = max(lookbacks, default=0)
         if longest > self.window:
-            raise ValueError(f"vol_lookbacks: a lookback of {longest} bars is longer than the window of {self.window} "
+            raise ValueError(f"{name}: a lookback of {longest} bars is longer than the window of {self.window} "
                              f"bars, and a feature must not reach further back than the model reads; use lookbacks "
                              f"of at most {self.window} bars or a longer window")
 
@@ -108,14 +112,20 @@ class DataConfig:
             return self.vol_lookbacks
         return tuple(length for length in har_lookbacks(self.horizon) if length <= self.window)
 
+    @property
+    def input_leverage_lookbacks(self) -> tuple[int, ...]:
+        """The mean-fall inputs' lookbacks: leverage_lookbacks, or by default the volatility inputs'."""
+        return self.input_lookbacks if self.leverage_lookbacks is None else self.leverage_lookbacks
+
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> DataConfig:
         return cls(**known_settings(cls, values, "data"))
 
     def to_dict(self) -> dict[str, Any]:
         values = dataclasses.asdict(self)
-        if self.vol_lookbacks is not None:
-            values["vol_lookbacks"] = list(self.vol_lookbacks)
+        for name in ("vol_lookbacks", "leverage_lookbacks"):
+            if values[name] is not None:
+                values[name] = list(values[name])  # a list for YAML
         return values
 
 
@@ -179,7 +189,8 @@ class Dataset:
 def load_dataset(path: str | Path, config: DataConfig = DataConfig()) -> Dataset:
     """Read, validate, featurise, split and scale; raises DataError on bad data."""
     bars = read_bars(path, config.columns)
-    features = bar_features(bars, config.input_lookbacks, config.residual)  # (n, f) float32, unscaled; har column 0
+    features = bar_features(bars, config.input_lookbacks, config.residual,
+                            config.input_leverage_lookbacks)  # (n, f) float32, unscaled; har column 0
     close = bars.close
     del bars  # the other columns are done with: free them before the targets (10M bars: 400 MB)
     pa.default_memory_pool().release_unused()  # they may live in Arrow's pool, which keeps freed pages
@@ -218,8 +229,9 @@ def load_dataset(path: str | Path, config: DataConfig = DataConfig()) -> Dataset
         "path": str(path), "n_bars": n, "fold": config.fold, "split_bar": split, "test_bar": test_bar,
         "n_train": len(train_index),
         "n_val": len(val_index), "n_test": len(test_index), "target": config.target, "horizon": h, "window": w,
-        "features": feature_names(config.input_lookbacks, config.residual),
-        "vol_lookbacks": list(config.input_lookbacks), "residual_to": config.residual_to,
+        "features": feature_names(config.input_lookbacks, config.residual, config.input_leverage_lookbacks),
+        "vol_lookbacks": list(config.input_lookbacks), "leverage_lookbacks": list(config.input_leverage_lookbacks),
+        "residual_to": config.residual_to,
         "har": {"lookbacks": list(lookbacks), "coefficients": har.tolist()},
     }
     return Dataset(features, scaled_target, train_index, val_index, test_index, w, split, test_bar, scaler,

@@ -11,6 +11,9 @@ Features, one row per bar t (row 0 has no previous bar and is never used as inpu
   8.. volatility      for each lookback L of DataConfig.vol_lookbacks: the log Parkinson volatility
                       sqrt(mean(log(H/L)^2) / (4 ln 2)) of bars t-L+1..t (from bar 0 near the start):
                       HAR's inputs, so the model need not learn multi-scale volatility from single bars
+  .. fall_L           for each lookback L of DataConfig.leverage_lookbacks: the mean of min(log return, 0)
+                      over bars t-L+1..t (from bar 0 near the start): falls carry more of the coming
+                      volatility than rises (the leverage effect, HAR's LHAR extension; Corsi and Reno, 2012)
   last: har           with DataConfig.residual_to "har": the HAR forecast of the sample ending at t, in
                       scaled target units (model/baselines.py; filled by model/data.py once HAR is fitted)
 Every feature of bar t reads bars 0..t only: changing bar t changes no feature before t.
@@ -37,12 +40,15 @@ VOL_FLOOR = 1e-6  # an all-flat stretch of bars has zero range: keep the log fin
 _NS_PER_DAY = 86_400 * 10**9
 
 
-def feature_names(vol_lookbacks: tuple[int, ...], har: bool) -> list[str]:
-    """The input columns in order: the bar features, vol_{L} per lookback, then har when it is an input."""
-    return [*BAR_FEATURES, *(f"vol_{length}" for length in vol_lookbacks), *(["har"] if har else [])]
+def feature_names(vol_lookbacks: tuple[int, ...], har: bool, leverage_lookbacks: tuple[int, ...] = ()) -> list[str]:
+    """The input columns in order: the bar features, vol_{L} per volatility lookback, fall_{L} per leverage
+    lookback, then har when it is an input."""
+    return [*BAR_FEATURES, *(f"vol_{length}" for length in vol_lookbacks),
+            *(f"fall_{length}" for length in leverage_lookbacks), *(["har"] if har else [])]
 
 
-def bar_features(bars: Bars, vol_lookbacks: tuple[int, ...] = (), har: bool = False) -> np.ndarray:
+def bar_features(bars: Bars, vol_lookbacks: tuple[int, ...] = (), har: bool = False,
+                 leverage_lookbacks: tuple[int, ...] = ()) -> np.ndarray:
     """(n_bars, n_features) float32 features, in feature_names' order; row 0 uses itself as the previous bar.
 
     The har column, when asked for, is left 0: HAR is fitted on the training segment's scaled
@@ -51,7 +57,7 @@ def bar_features(bars: Bars, vol_lookbacks: tuple[int, ...] = (), har: bool = Fa
     memory stays within 3x the raw columns.
     """
     n = len(bars)
-    out = np.zeros((n, len(feature_names(vol_lookbacks, har))), dtype=np.float32)
+    out = np.zeros((n, len(feature_names(vol_lookbacks, har, leverage_lookbacks))), dtype=np.float32)
     out[0, [0, 5]] = 0.0
 
     def into(column: int, rows: slice = slice(None)) -> dict:
@@ -77,9 +83,11 @@ def bar_features(bars: Bars, vol_lookbacks: tuple[int, ...] = (), har: bool = Fa
     np.sin(angle, **into(6))
     np.cos(angle, **into(7))
     del angle
+    vol_end = len(BAR_FEATURES) + len(vol_lookbacks)
     if vol_lookbacks:
-        out[:, len(BAR_FEATURES):len(BAR_FEATURES) + len(vol_lookbacks)] = trailing_log_volatility(
-            out[:, 1], vol_lookbacks)
+        out[:, len(BAR_FEATURES):vol_end] = trailing_log_volatility(out[:, 1], vol_lookbacks)
+    if leverage_lookbacks:
+        out[:, vol_end:vol_end + len(leverage_lookbacks)] = trailing_mean_fall(out[:, 0], leverage_lookbacks)
     return out
 
 
@@ -87,20 +95,12 @@ def trailing_log_volatility(log_range: np.ndarray, lookbacks: tuple[int, ...]) -
     """(n_bars, n_lookbacks) float32: row t, column j is the log Parkinson volatility of bars t-L_j+1..t.
 
     log_range: (n_bars,) log(high/low). A window that would start before bar 0 starts at bar 0.
-    Two float64 temporaries of n_bars alive at a time: the running sum and one column.
+    Two float64 temporaries of n_bars alive at a time: the running sums and one column.
     """
-    n = len(log_range)
-    out = np.empty((n, len(lookbacks)), dtype=np.float32)
-    sums = np.empty(n + 1)  # sums[j]: bars 0..j-1
-    sums[0] = 0.0
-    np.cumsum(np.square(log_range, dtype=np.float64), out=sums[1:])
+    out = np.empty((len(log_range), len(lookbacks)), dtype=np.float32)
+    sums = _running_sums(np.square(log_range, dtype=np.float64))
     for j, length in enumerate(lookbacks):
-        variance = np.empty(n)
-        head = min(length - 1, n)  # bars 0..length-2 have fewer than `length` bars behind them
-        np.divide(sums[1:head + 1], np.arange(1, head + 1), out=variance[:head])
-        if head < n:  # the rest: the last `length` bars
-            np.subtract(sums[length:], sums[:n + 1 - length], out=variance[head:])
-            variance[head:] /= length
+        variance = _trailing_mean(sums, length)
         variance /= 4 * math.log(2)  # Parkinson: mean(log(H/L)^2) / (4 ln 2) is a variance
         np.maximum(variance, 0.0, out=variance)
         np.sqrt(variance, out=variance)
@@ -108,6 +108,42 @@ def trailing_log_volatility(log_range: np.ndarray, lookbacks: tuple[int, ...]) -
         np.log(variance, out=out[:, j], casting="same_kind")
         del variance
     return out
+
+
+def trailing_mean_fall(log_return: np.ndarray, lookbacks: tuple[int, ...]) -> np.ndarray:
+    """(n_bars, n_lookbacks) float32: row t, column j is the mean of min(log return, 0) over bars t-L_j+1..t.
+
+    log_return: (n_bars,) feature 0 of bar_features (0 at bar 0). A window that would start before bar 0
+    starts at bar 0. Two float64 temporaries of n_bars alive at a time: the running sums and one column.
+    """
+    out = np.empty((len(log_return), len(lookbacks)), dtype=np.float32)
+    sums = _running_sums(np.minimum(log_return, 0.0, dtype=np.float64))
+    for j, length in enumerate(lookbacks):
+        out[:, j] = _trailing_mean(sums, length)
+    return out
+
+
+def _running_sums(values: np.ndarray) -> np.ndarray:
+    """(n + 1,) float64: [j] is the sum of values[0..j-1]; values: (n,) float64."""
+    sums = np.empty(len(values) + 1)
+    sums[0] = 0.0
+    np.cumsum(values, out=sums[1:])
+    return sums
+
+
+def _trailing_mean(sums: np.ndarray, length: int) -> np.ndarray:
+    """(n,) float64: [t] the mean of values t-length+1..t, from value 0 when t < length - 1.
+
+    sums: (n + 1,) from _running_sums.
+    """
+    n = len(sums) - 1
+    mean = np.empty(n)
+    head = min(length - 1, n)  # rows 0..length-2 have fewer than `length` values behind them
+    np.divide(sums[1:head + 1], np.arange(1, head + 1), out=mean[:head])
+    if head < n:  # the rest: the last `length` values
+        np.subtract(sums[length:], sums[:n + 1 - length], out=mean[head:])
+        mean[head:] /= length
+    return mean
 
 
 def target_and_persistence(close: np.ndarray, log_range: np.ndarray, target: str,

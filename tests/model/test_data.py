@@ -68,7 +68,7 @@ def test_load_dataset_shapes_and_dtypes(dataset):
         "path": str(dataset.summary["path"]), "n_bars": N_BARS, "fold": 1, "split_bar": 2100, "test_bar": 2700,
         "n_train": len(dataset.train_index), "n_val": len(dataset.val_index), "n_test": len(dataset.test_index),
         "target": "volatility", "horizon": CONFIG.horizon, "window": CONFIG.window, "features": list(BAR_FEATURES),
-        "vol_lookbacks": [], "residual_to": "none", "har": {"lookbacks": [1, 6, 24, 60], "coefficients": dataset.summary["har"]["coefficients"]},
+        "vol_lookbacks": [], "leverage_lookbacks": [], "residual_to": "none", "har": {"lookbacks": [1, 6, 24, 60], "coefficients": dataset.summary["har"]["coefficients"]},
     }
     assert len(dataset.summary["har"]["coefficients"]) == 5  # the intercept and one per lookback
 
@@ -362,6 +362,11 @@ def test_load_dataset_too_few_bars_names_the_smallest_count_that_works(tmp_path)
         ({"vol_lookbacks": [0, 4]}, r"vol_lookbacks must be a list of positive integers \(bars\), got \(0, 4\)"),
         ({"vol_lookbacks": "5"}, r"vol_lookbacks must be a list of positive integers"),
         ({"vol_lookbacks": [5, 5]}, r"vol_lookbacks must not repeat a lookback, got \[5, 5\]"),
+        ({"window": 16, "leverage_lookbacks": [1, 5, 22]},
+         r"leverage_lookbacks: a lookback of 22 bars is longer than the window of 16 bars, .*; use lookbacks of at "
+         r"most 16 bars or a longer window"),
+        ({"leverage_lookbacks": [-1]}, r"leverage_lookbacks must be a list of positive integers \(bars\), got \(-1,\)"),
+        ({"leverage_lookbacks": [3, 3]}, r"leverage_lookbacks must not repeat a lookback, got \[3, 3\]"),
         ({"residual_to": "arima"}, r"residual_to must be one of har, none \(the baseline the model corrects, or none\), "
                                    r"got 'arima'"),
     ],
@@ -374,14 +379,16 @@ def test_data_config_rejects_bad_values(values, match):
 def test_data_config_from_dict_rejects_an_unknown_key():
     with pytest.raises(ValueError, match=r"unknown data setting 'stride'; allowed: window, horizon, target, "
                                          r"val_fraction, test_fraction, min_val_samples, fold, columns, "
-                                         r"vol_lookbacks, residual_to"):
+                                         r"vol_lookbacks, residual_to, leverage_lookbacks"):
         DataConfig.from_dict({"window": 16, "stride": 2})
 
 
 def test_data_config_round_trips_through_a_dict():
     config = DataConfig(window=16, horizon=3, target="return", val_fraction=0.3, test_fraction=0.15, min_val_samples=4,
-                        columns={"timestamp": "ts_event"}, vol_lookbacks=[2, 8], residual_to="none")
+                        columns={"timestamp": "ts_event"}, vol_lookbacks=[2, 8], residual_to="none",
+                        leverage_lookbacks=[1, 5])
     assert config.vol_lookbacks == (2, 8) and config.to_dict()["vol_lookbacks"] == [2, 8]  # a list for YAML
+    assert config.leverage_lookbacks == (1, 5) and config.to_dict()["leverage_lookbacks"] == [1, 5]
     assert DataConfig.from_dict(config.to_dict()) == config
     assert DataConfig.from_dict(DataConfig().to_dict()) == DataConfig()
     with pytest.raises(ValueError, match=r"window must be a positive integer, got 0"):

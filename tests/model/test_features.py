@@ -9,7 +9,14 @@ import pytest
 import torch
 
 from model.bars import Bars
-from model.features import BAR_FEATURES, bar_features, feature_names, target_and_persistence, trailing_log_volatility
+from model.features import (
+    BAR_FEATURES,
+    bar_features,
+    feature_names,
+    target_and_persistence,
+    trailing_log_volatility,
+    trailing_mean_fall,
+)
 
 RNG = np.random.default_rng(0)
 N = 40
@@ -55,18 +62,39 @@ def test_volatility_features_follow_their_formula_and_start_at_bar_0():
     close(short[:, 0], [parkinson(slice(0, t + 1)) for t in range(5)])
 
 
+def mean_fall(bars):
+    """The mean of min(log return, 0) over the hand-made bars `bars` (a slice; bar 0's return is 0), written out."""
+    returns = np.log(CLOSE[1:] / CLOSE[:-1])
+    return np.mean(np.minimum(np.concatenate([[0.0], returns])[bars], 0.0))
+
+
+def test_fall_features_follow_their_formula_after_the_volatilities_and_before_har():
+    f = bar_features(BARS, (1, 4), har=True, leverage_lookbacks=(1, 3, 10))
+    assert f.shape == (N, 14) and feature_names((1, 4), True, (1, 3, 10)) == [
+        *BAR_FEATURES, "vol_1", "vol_4", "fall_1", "fall_3", "fall_10", "har"]
+    close(f[:, :10], bar_features(BARS, (1, 4)))  # the bar and volatility features unchanged, first
+    t = 25
+    close(f[t, 10:13], [mean_fall(slice(t, t + 1)), mean_fall(slice(t - 2, t + 1)), mean_fall(slice(t - 9, t + 1))])
+    close(f[2, 10:13], [mean_fall(slice(2, 3)), mean_fall(slice(0, 3)), mean_fall(slice(0, 3))])  # near the start
+    assert (f[:, 10:13] <= 0).all() and (f[:, 10:13] < 0).any()  # falls only: a rise counts as 0
+    close(f[:, 13], np.zeros(N))
+    short = trailing_mean_fall(f[:5, 0], (10,))  # a lookback longer than the bars
+    close(short[:, 0], [mean_fall(slice(0, t + 1)) for t in range(5)])
+
+
 @pytest.mark.parametrize("t", [1, 17, N - 1])
 def test_changing_bar_t_changes_no_feature_before_t(t):
     """No look-ahead: every feature of bar s < t is computed from bars 0..s alone."""
     lookbacks = (1, 5, 12)
-    before = bar_features(BARS, lookbacks)
+    before = bar_features(BARS, lookbacks, leverage_lookbacks=lookbacks)
     changed = Bars("changed", BARS.timestamp, *(np.array(a) for a in (OPEN, HIGH, LOW, CLOSE, VOLUME)))
     changed.high[t] *= 1.5
-    changed.close[t] *= 1.2
+    changed.close[t] *= 0.8  # a fall, so that the fall features of bar t change too
     changed.volume[t] *= 3
-    after = bar_features(changed, lookbacks)
+    after = bar_features(changed, lookbacks, leverage_lookbacks=lookbacks)
     torch.testing.assert_close(torch.from_numpy(after[:t]), torch.from_numpy(before[:t]), rtol=0, atol=0)
     assert not np.allclose(after[t], before[t])  # (the change does reach bar t itself)
+    assert not np.allclose(after[t, -3:], before[t, -3:])  # its falls included
 
 
 @pytest.mark.parametrize("target", ["return", "volatility", "close"])

@@ -29,11 +29,14 @@ def dataset(bars_file):
     return load_dataset(bars_file, CONFIG)
 
 
-def test_default_inputs_are_the_bar_features_hars_volatilities_that_fit_the_window_and_har(dataset):
+def test_default_inputs_are_the_bar_features_hars_volatilities_and_falls_that_fit_the_window_and_har(dataset):
     assert CONFIG.input_lookbacks == (1, 6, 24)  # HAR's 1, h, 4h; 10h = 60 is longer than the window of 32
-    assert dataset.summary["features"] == [*BAR_FEATURES, "vol_1", "vol_6", "vol_24", "har"]
-    assert dataset.n_features == 12 and dataset.residual
+    assert CONFIG.input_leverage_lookbacks == (1, 6, 24)  # by default the volatility inputs' lookbacks
+    assert dataset.summary["features"] == [*BAR_FEATURES, "vol_1", "vol_6", "vol_24", "fall_1", "fall_6", "fall_24",
+                                           "har"]
+    assert dataset.n_features == 15 and dataset.residual
     assert dataset.summary["vol_lookbacks"] == [1, 6, 24] and dataset.summary["residual_to"] == "har"
+    assert dataset.summary["leverage_lookbacks"] == [1, 6, 24]
 
 
 def test_the_har_input_is_hars_scaled_forecast_and_scores_as_the_har_baseline(bars_file, dataset):
@@ -48,11 +51,11 @@ def test_the_har_input_is_hars_scaled_forecast_and_scores_as_the_har_baseline(ba
         assert baselines["har"] == pytest.approx(float(np.mean(error**2)), rel=1e-5)
 
 
-def test_the_volatility_inputs_are_scaled_from_the_training_part(dataset):
-    train_rows = dataset.features[1 : dataset.split_bar - CONFIG.horizon, 8:11].astype(np.float64)
-    torch.testing.assert_close(torch.from_numpy(train_rows.mean(axis=0)), torch.zeros(3, dtype=torch.float64),
+def test_the_volatility_and_fall_inputs_are_scaled_from_the_training_part(dataset):
+    train_rows = dataset.features[1 : dataset.split_bar - CONFIG.horizon, 8:14].astype(np.float64)
+    torch.testing.assert_close(torch.from_numpy(train_rows.mean(axis=0)), torch.zeros(6, dtype=torch.float64),
                                rtol=0, atol=1e-5)
-    torch.testing.assert_close(torch.from_numpy(train_rows.std(axis=0)), torch.ones(3, dtype=torch.float64),
+    torch.testing.assert_close(torch.from_numpy(train_rows.std(axis=0)), torch.ones(6, dtype=torch.float64),
                                rtol=0, atol=1e-5)
 
 
@@ -74,4 +77,4 @@ def test_changing_a_bar_after_the_training_segment_changes_no_input_before_it(ba
 def test_residual_to_none_leaves_har_out_of_the_inputs(bars_file):
     data = load_dataset(bars_file, DataConfig(window=32, horizon=6, min_val_samples=32, residual_to="none",
                                               vol_lookbacks=(2, 10)))
-    assert data.summary["features"] == [*BAR_FEATURES, "vol_2", "vol_10"] and not data.residual
+    assert data.summary["features"] == [*BAR_FEATURES, "vol_2", "vol_10", "fall_2", "fall_10"] and not data.residual

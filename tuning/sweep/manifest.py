@@ -6,7 +6,9 @@ default one, and there was no probe; `stages` is there once `resume --trials` ex
 sweep: the trials asked for by the first run and by each extension, cumulative; `study_url` is there when
 the Optuna study is in a database of its own, `--study-url`). A sweep whose
 `data_identity` has no `residual_to` predates the volatility and HAR inputs: its space is read
-with `data: {vol_lookbacks: [], residual_to: none}`, the bar features it trained on.
+with `data: {vol_lookbacks: [], residual_to: none, leverage_lookbacks: []}`, the bar features it
+trained on. One with `residual_to` but no `leverage_lookbacks` predates the mean-fall inputs
+alone: its space is read with `data: {leverage_lookbacks: []}`.
 """
 
 from __future__ import annotations
@@ -53,7 +55,9 @@ class SweepManifest:
         known = {f.name for f in dataclasses.fields(cls)}
         values = {k: v for k, v in values.items() if k in known}
         if "residual_to" not in values["data_identity"]:
-            values = {**values, "space": _bar_inputs_only(values["space"])}
+            values = {**values, "space": _pinned_inputs(values["space"], vol_lookbacks=[], residual_to="none")}
+        if "leverage_lookbacks" not in values["data_identity"]:
+            values = {**values, "space": _pinned_inputs(values["space"], leverage_lookbacks=[])}
         return cls(**{"tracking_uri": None, **values, "sweep_id": values.get("sweep_id") or values["created"],
                       "stages": tuple(values.get("stages") or ())})
 
@@ -76,11 +80,11 @@ class SweepManifest:
         return dataclasses.replace(self, trials=trials, stages=(*self.trial_stages, trials))
 
 
-def _bar_inputs_only(space: dict[str, Any]) -> dict[str, Any]:
-    """The space of a sweep started before the volatility and HAR inputs (model/features.py), which trained
-    on the bar features alone: pinned to them, so that it resumes on the inputs its trials began with."""
+def _pinned_inputs(space: dict[str, Any], **inputs: Any) -> dict[str, Any]:
+    """The space of a sweep started before some inputs of model/features.py existed, with those inputs set
+    (unless the space sets them) to what its trials began with, so that it resumes on the same inputs."""
     run = space.get("run") or {}
-    return {**space, "run": {**run, "data": {"vol_lookbacks": [], "residual_to": "none", **(run.get("data") or {})}}}
+    return {**space, "run": {**run, "data": {**inputs, **(run.get("data") or {})}}}
 
 
 def check_new(paths: SweepPaths) -> None:

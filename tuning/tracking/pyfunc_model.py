@@ -54,6 +54,7 @@ class BarsForecaster(mlflow.pyfunc.PythonModel):
         data, scaler = checkpoint["data"], checkpoint["scaler"]
         self.window, self.horizon, self.target = data["window"], data["horizon"], data["target"]
         self.vol_lookbacks = tuple(data.get("vol_lookbacks", ()))  # (checkpoints before these inputs have neither)
+        self.leverage_lookbacks = tuple(data.get("leverage_lookbacks", ()))  # (nor these, which came later)
         self.har = data["har"] if data.get("residual_to") == "har" else None  # lookbacks and scaled coefficients
         self.feature_mean = np.asarray(scaler["feature_mean"], dtype=np.float32)  # (n_features,)
         self.feature_std = np.asarray(scaler["feature_std"], dtype=np.float32)  # (n_features,)
@@ -68,7 +69,8 @@ class BarsForecaster(mlflow.pyfunc.PythonModel):
         (return: a log return; volatility: a log volatility; close: a price).
         """
         bars = _bars(model_input, self.window)
-        features = bar_features(bars, self.vol_lookbacks, self.har is not None)  # (n_bars, n_features) unscaled
+        features = bar_features(bars, self.vol_lookbacks, self.har is not None,
+                                self.leverage_lookbacks)  # (n_bars, n_features) unscaled
         features -= self.feature_mean
         features /= self.feature_std
         if self.har is not None:  # the HAR forecast the model corrects, in scaled target units as in training

@@ -83,6 +83,8 @@ def test_cli_train_overrides_apply_and_are_validated(workspace):
         ([], "data: {columns: {timestamp: 5}}\n", "{config}: data: columns must map bar fields"),
         ([], "data: {window: 16, vol_lookbacks: [1, 5, 22]}\n",
          "{config}: data: vol_lookbacks: a lookback of 22 bars is longer than the window of 16 bars"),
+        ([], "data: {window: 16, vol_lookbacks: [1, 4], leverage_lookbacks: [1, 5, 22]}\n",
+         "{config}: data: leverage_lookbacks: a lookback of 22 bars is longer than the window of 16 bars"),
         ([], "data: {residual_to: persistence}\n", "{config}: data: residual_to must be one of har, none"),
     ],
 )

@@ -13,7 +13,7 @@ OLDER = {"name": "t", "data": "/data/bars.parquet", "space": {"name": "t"}, "tri
 
 def test_manifest_round_trips_through_json(tmp_path):
     manifest = SweepManifest.new("t", tmp_path / "bars.parquet", {"name": "t"}, 5, "/s/t", "sqlite:///m.db",
-                                 {"n_bars": 1500, "residual_to": "har"}, {"removed": [1024]})
+                                 {"n_bars": 1500, "residual_to": "har", "leverage_lookbacks": [1]}, {"removed": [1024]})
     again = SweepManifest.from_dict(json.loads(json.dumps(manifest.to_dict())))
     assert again == manifest and Path(again.data).is_absolute() and len(again.sweep_id) == 32
 
@@ -47,16 +47,26 @@ def test_an_extended_manifest_keeps_its_stages_and_round_trips():
 def test_a_sweep_from_before_the_volatility_and_har_inputs_resumes_on_the_bar_features_alone():
     older = {**OLDER, "space": {"name": "t", "run": {"data": {"window": 16}, "model": {"d_model": 16}}}}
     space = SweepManifest.from_dict(older).space
-    assert space["run"] == {"data": {"vol_lookbacks": [], "residual_to": "none", "window": 16},
-                            "model": {"d_model": 16}}
-    assert SweepManifest.from_dict(OLDER).space["run"]["data"] == {"vol_lookbacks": [], "residual_to": "none"}
-    newer = {**older, "data_identity": {"n_bars": 1500, "residual_to": "har"}}
+    assert space["run"] == {"data": {"vol_lookbacks": [], "residual_to": "none", "leverage_lookbacks": [],
+                                     "window": 16}, "model": {"d_model": 16}}
+    assert SweepManifest.from_dict(OLDER).space["run"]["data"] == {"vol_lookbacks": [], "residual_to": "none",
+                                                                   "leverage_lookbacks": []}
+    newer = {**older, "data_identity": {"n_bars": 1500, "residual_to": "har", "leverage_lookbacks": [1, 4]}}
     assert SweepManifest.from_dict(newer).space == older["space"]  # today's sweeps: their space as written
 
 
+def test_a_sweep_from_before_the_fall_inputs_resumes_without_them_and_keeps_its_other_inputs():
+    space = {"name": "t", "run": {"data": {"window": 16, "vol_lookbacks": [1, 4]}}}
+    before = {**OLDER, "space": space, "data_identity": {"n_bars": 1500, "residual_to": "har"}}
+    assert SweepManifest.from_dict(before).space["run"]["data"] == {"leverage_lookbacks": [], "window": 16,
+                                                                    "vol_lookbacks": [1, 4]}
+    chosen = {**before, "space": {"name": "t", "run": {"data": {"leverage_lookbacks": [2]}}}}
+    assert SweepManifest.from_dict(chosen).space == chosen["space"]  # a space that set them keeps its own
+
+
 def test_a_study_in_a_database_of_its_own_is_kept_and_the_default_one_writes_no_key():
-    manifest = SweepManifest.new("t", Path("/data/bars.parquet"), {"name": "t"}, 5, "s3://b/s", None, {"residual_to": "har"}, None,
-                                 study_url="postgresql://db:5432/optuna")
+    manifest = SweepManifest.new("t", Path("/data/bars.parquet"), {"name": "t"}, 5, "s3://b/s", None,
+                                 {"residual_to": "har", "leverage_lookbacks": []}, None, study_url="postgresql://db:5432/optuna")
     assert manifest.to_dict()["study_url"] == "postgresql://db:5432/optuna"
     assert SweepManifest.from_dict(manifest.to_dict()) == manifest
     assert "study_url" not in SweepManifest.from_dict(OLDER).to_dict() and SweepManifest.from_dict(OLDER).study_url is None

@@ -29,7 +29,7 @@ from mlflow.exceptions import MlflowException
 import model.train
 from model.bars import read_bars
 from model.baselines import past_quantities
-from model.checkpoint import load_checkpoint
+from model.checkpoint import load_checkpoint, save_atomic
 from model.config import ModelConfig
 from model.features import bar_features
 from model.forecaster import Forecaster
@@ -39,6 +39,7 @@ from tests.cli import ROOT, assert_one_line_error, free_port, run_cli
 from tuning.cli.main import main
 from tuning.errors import UsageError
 from tuning.tracking.lineage import file_digest
+from tuning.tracking.pyfunc_model import BarsForecaster
 from tuning.tracking.registry import bars_frame, check_model_name
 from tuning.tracking.store import EPOCH_METRICS
 
@@ -103,7 +104,7 @@ def checkpoint_forecast(checkpoint_path: Path, bars_path: Path) -> tuple[np.ndar
     scaler, data = saved["scaler"], saved["data"]
     window, residual = data["window"], data["residual_to"] == "har"
     bars = read_bars(bars_path)
-    features = bar_features(bars, tuple(data["vol_lookbacks"]), residual)
+    features = bar_features(bars, tuple(data["vol_lookbacks"]), residual, tuple(data["leverage_lookbacks"]))
     features = (features - np.float32(scaler["feature_mean"])) / np.float32(scaler["feature_std"])
     if residual:  # the HAR forecast, scaled, from the coefficients fitted on the training segment
         log_range = np.log(bars.high) - np.log(bars.low)
@@ -157,6 +158,22 @@ def test_registered_model_predicts_new_bars_as_the_checkpoint_does(registered, r
     np.testing.assert_array_equal(predicted["timestamp"].to_numpy().view(np.int64), timestamps)
     torch.testing.assert_close(torch.tensor(predicted["prediction"].to_numpy()), torch.from_numpy(expected))
     assert loaded.metadata.get_input_schema().input_names() == ["timestamp", "open", "high", "low", "close", "volume"]
+
+
+def test_a_checkpoint_from_before_the_fall_inputs_forecasts_without_them(registered, tmp_path):
+    """Checkpoints written before model/features.py had the fall inputs name no leverage_lookbacks."""
+    config = tmp_path / "no-falls.yaml"
+    config.write_text(yaml.safe_dump({**TINY, "data": {**TINY["data"], "leverage_lookbacks": []}}))
+    assert train(registered.folder, "no-falls", "--config", str(config))[0] == 0
+    saved = load_checkpoint(registered.folder / "no-falls" / "best.pt")
+    assert saved["data"].pop("leverage_lookbacks") == []  # now as an older version wrote it
+    save_atomic(saved, tmp_path / "older.pt")
+    forecaster = BarsForecaster()
+    forecaster.load_context(SimpleNamespace(artifacts={"checkpoint": str(tmp_path / "older.pt")}))
+    bars_path = registered.folder / "new.parquet"
+    predicted = forecaster.predict(None, bars_frame(read_bars(bars_path)))
+    _, expected = checkpoint_forecast(registered.folder / "no-falls" / "best.pt", bars_path)
+    torch.testing.assert_close(torch.tensor(predicted["prediction"].to_numpy()), torch.from_numpy(expected))
 
 
 def test_registered_model_loads_where_mamba_tune_is_not_installed(registered, tmp_path):
