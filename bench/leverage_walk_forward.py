@@ -31,8 +31,8 @@ sys.path.insert(0, str(ROOT))
 from bench.forecast_quality import bars_file  # noqa: E402
 from bench.linear_reference import add_data_and_space  # noqa: E402
 from model.bars import read_bars  # noqa: E402
-from model.baselines import har_lookbacks, past_quantities  # noqa: E402
-from model.data import DataConfig  # noqa: E402
+from model.baselines import fit_har, har_forecast, har_lookbacks, past_quantities  # noqa: E402
+from model.data import DataConfig, test_segment_start  # noqa: E402
 from model.features import bar_features, target_and_persistence, trailing_mean_fall  # noqa: E402
 from tuning.search.space import load_space  # noqa: E402
 
@@ -43,19 +43,17 @@ def block_ratios(path: Path, settings: DataConfig, first: int, block: int) -> di
     single = bar_features(bars)  # (n, 8): log return and log range are columns 0 and 1
     h, n = settings.horizon, len(bars)
     target, _ = target_and_persistence(bars.close, single[:, 1], settings.target, h)  # (n,) NaN at the end
-    har_inputs = past_quantities(bars.close, single[:, 1], settings.target, har_lookbacks(h)).astype(np.float64)
-    falls = trailing_mean_fall(single[:, 0], settings.input_leverage_lookbacks).astype(np.float64)
-    designs = {"har": np.column_stack([np.ones(n), har_inputs]),
-               "har+falls": np.column_stack([np.ones(n), har_inputs, falls])}
-    test_bar = n - int(round(n * settings.test_fraction))
+    har_inputs = past_quantities(bars.close, single[:, 1], settings.target, har_lookbacks(h))  # (n, 4)
+    falls = trailing_mean_fall(single[:, 0], settings.input_leverage_lookbacks)  # (n, n_leverage_lookbacks)
+    regressors = {"har": har_inputs, "har+falls": np.column_stack([har_inputs, falls])}
+    test_bar = test_segment_start(n, settings)
     blocks = []
     for begin in range(max(first, settings.window + block), n - h - block // 2, block):
         train = np.arange(settings.window, begin - h)  # every sample whose target ends before the block
         scored = np.arange(begin, min(begin + block, n - h))
-        errors = {}
-        for name, design in designs.items():
-            weights, *_ = np.linalg.lstsq(design[train], target[train], rcond=None)
-            errors[name] = float(np.mean((design[scored] @ weights - target[scored]) ** 2))
+        errors = {name: float(np.mean((har_forecast(inputs, fit_har(inputs, target, train), scored)
+                                       - target[scored]) ** 2))
+                  for name, inputs in regressors.items()}  # least squares with an intercept, as HAR is fitted
         blocks.append({"from": str(np.datetime64(int(bars.timestamp[begin]), "ns"))[:10],
                        "ratio": round(errors["har+falls"] / errors["har"], 4),
                        "test_segment": bool(scored[-1] >= test_bar)})

@@ -37,6 +37,7 @@ if TYPE_CHECKING:  # torch is imported where a batch is made: the command line s
 
 _STD_FLOOR = 1e-8  # below it a column counts as constant: centred, and divided by 1, not blown up
 RESIDUAL_TO = ("har", "none")
+LOOKBACK_SETTINGS = ("vol_lookbacks", "leverage_lookbacks")  # lists in YAML, tuples here, checked alike
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,7 @@ class DataConfig:
 
     def __post_init__(self) -> None:
         require_positive_ints(self, ("window", "horizon", "min_val_samples", "fold"))
-        for name in ("vol_lookbacks", "leverage_lookbacks"):
+        for name in LOOKBACK_SETTINGS:
             if isinstance(getattr(self, name), list):  # YAML and JSON give lists
                 object.__setattr__(self, name, tuple(getattr(self, name)))
         self._check_inputs()
@@ -81,7 +82,7 @@ class DataConfig:
     def _check_inputs(self) -> None:
         """vol_ and leverage_lookbacks: distinct positive ints, none longer than the window; residual_to: a known
         baseline."""
-        for name in ("vol_lookbacks", "leverage_lookbacks"):
+        for name in LOOKBACK_SETTINGS:
             if getattr(self, name) is not None:
                 self._check_lookbacks(name, getattr(self, name))
         if self.residual_to not in RESIDUAL_TO:
@@ -123,7 +124,7 @@ class DataConfig:
 
     def to_dict(self) -> dict[str, Any]:
         values = dataclasses.asdict(self)
-        for name in ("vol_lookbacks", "leverage_lookbacks"):
+        for name in LOOKBACK_SETTINGS:
             if values[name] is not None:
                 values[name] = list(values[name])  # a list for YAML
         return values
@@ -271,6 +272,11 @@ def require_enough_bars(path: str | Path, n: int, config: DataConfig) -> None:
                     f"more bars, a shorter window{', fewer folds' if fold else ''} or larger fractions")
 
 
+def test_segment_start(n: int, config: DataConfig) -> int:
+    """The first bar of the test segment of n bars (n when test_fraction is 0)."""
+    return int(round(n * (1 - config.test_fraction)))
+
+
 def _samples(n: int, config: DataConfig) -> tuple[int, int, tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """(split bar, test bar, (train, val, test)): the last input bar of every sample of each segment, for n bars.
 
@@ -280,7 +286,7 @@ def _samples(n: int, config: DataConfig) -> tuple[int, int, tuple[np.ndarray, np
     at bar 1 (bar 0 has no previous bar) and persistence needs h bars before.
     """
     w, h = config.window, config.horizon
-    test_bar = int(round(n * (1 - config.test_fraction)))
+    test_bar = test_segment_start(n, config)
     fold_one = int(round(n * (1 - config.test_fraction - config.val_fraction)))
     length = test_bar - fold_one  # bars in a validation segment
     split = fold_one - (config.fold - 1) * length
