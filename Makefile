@@ -75,6 +75,8 @@ bench: $(STAMP)
 	$(PY) bench/training_outcomes.py
 	$(PY) bench/forecast_quality.py
 	$(PY) bench/linear_reference.py
+	$(PY) bench/leverage_walk_forward.py
+	$(PY) bench/model_walk_forward.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache
