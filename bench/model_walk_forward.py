@@ -14,8 +14,9 @@ segment and the `--val-bars` bars before it as the validation segment; a model i
 the training segment (model/train.py: the configuration's epochs, best.pt chosen on validation) and
 scored on the block, alone (the first seed) and as the seeds' ensemble (model/holdout.py). Prints JSON,
 one entry per file: per block its first date, n_test, the HAR, persistence, model and ensemble losses,
-the ratios to HAR, and where the block lies against the space's own split of the whole file
-(`before_validation`, `validation`: what a sweep chooses on, `test_segment`); then over the blocks the
+the ratios to HAR, and where the block lies in the configuration's own split of the whole file (a
+sweep's split, for its best.yaml): `before_validation`, `validation` (what a sweep chooses on) or
+`test_segment`, by the block's last sample; then over the blocks the
 median ratio, the blocks where the model beats HAR, and the pooled ratio (summed squared errors over
 summed HAR errors), over all blocks and over the blocks before the sweep's validation segment.
 Minutes: one training per block and seed (about 20 s each on 2 cores for sp500.yaml).
@@ -97,7 +98,7 @@ def summary(blocks: list[dict]) -> dict:
 def walk(path: Path, recipe: TrainingRecipe, seeds: list[int], first: int, block: int, val_bars: int) -> dict:
     """The walk-forward over one bars file -> its JSON entry."""
     settings = recipe.data
-    whole = load_dataset(path, settings)  # the space's own split: where a sweep validates and tests
+    whole = load_dataset(path, settings)  # the configuration's own split: where a sweep validates and tests
     timestamps = read_bars(path, settings.columns).timestamp  # (n,) ns since the epoch
     n = len(timestamps)
     blocks = []
