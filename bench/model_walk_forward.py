@@ -15,10 +15,13 @@ the training segment (model/train.py: the configuration's epochs, best.pt chosen
 scored on the block, alone (the first seed) and as the seeds' ensemble (model/holdout.py). Prints JSON,
 one entry per file: per block its first date, n_test, the HAR, persistence, model and ensemble losses,
 the ratios to HAR, and where the block lies in the configuration's own split of the whole file (a
-sweep's split, for its best.yaml): `before_validation`, `validation` (what a sweep chooses on) or
-`test_segment`, by the block's last sample; then over the blocks the
-median ratio, the blocks where the model beats HAR, and the pooled ratio (summed squared errors over
-summed HAR errors), over all blocks and over the blocks before the sweep's validation segment.
+sweep's split, for its best.yaml): `before_validation`, `validation` (what a sweep chooses on; fold 1's
+segment: a sweep with confirm.folds > 1 also validated on the folds before it) or `test_segment`, by the
+block's last sample (on a file the sweep did not run on, the same share of the bars: calendar years
+alike for daily files of one span). Then over the blocks the median ratio, the blocks where the model
+beats HAR, and the pooled ratio (squared errors summed in the target's own units over HAR's: each
+block's losses are in its own training segment's scaled units), over all blocks and over the blocks
+before the validation segment.
 Minutes: one training per block and seed (about 20 s each on 2 cores for sp500.yaml).
 """
 
@@ -48,6 +51,29 @@ from tuning.search.recipe import TrainingRecipe  # noqa: E402
 from tuning.search.space import load_space, with_params  # noqa: E402
 
 
+class WalkForwardError(InputError, ValueError):
+    """--first, --block or --val-bars that leave a block without enough samples, or no block at all."""
+
+
+def block_starts(settings: DataConfig, n: int, first: int, block: int, val_bars: int, source: str) -> range:
+    """The first sample's last input bar of each block in the n bars of `source`; raises WalkForwardError when a
+    segment would be too small or no block fits."""
+    w, h, least = settings.window, settings.horizon, settings.min_val_samples
+    if block < least:
+        raise WalkForwardError(f"--block {block}: a block must hold at least data.min_val_samples ({least}) "
+                               f"samples; use --block {least} or more")
+    if val_bars < w + h - 1 + least:
+        raise WalkForwardError(f"--val-bars {val_bars}: the validation segment needs window + horizon - 1 + "
+                               f"data.min_val_samples = {w + h - 1 + least} bars; use at least that")
+    lowest = max(w, h) + w + val_bars + h  # one training sample before the validation segment (model/data.py)
+    starts = range(max(first, lowest), n - h - max(block // 2 + 1, least) + 1, block)  # the last: half a block
+    if not starts:
+        raise WalkForwardError(f"{source}: {n} bars leave no block of {block} bars from bar {max(first, lowest)} "
+                               f"(window {w}, horizon {h}, --val-bars {val_bars}); use more bars, an earlier --first "
+                               "or a smaller --block or --val-bars")
+    return starts
+
+
 def block_data(path: Path, settings: DataConfig, begin: int, block: int, val_bars: int, folder: Path) -> Dataset:
     """The bars of `path` up to the last target of the samples ending at bars begin..begin+block-1, split so
     that exactly those samples are the test segment and the val_bars bars before its first window the
@@ -58,8 +84,12 @@ def block_data(path: Path, settings: DataConfig, begin: int, block: int, val_bar
     test_bar = begin - w + 1  # the first test window starts here, so the first test sample ends at `begin`
     truncated = folder / f"bars-{begin}.parquet"
     pq.write_table(table.slice(0, end), truncated)
-    data = load_dataset(truncated, dataclasses.replace(settings, fold=1, test_fraction=(end - test_bar) / end,
-                                                       val_fraction=val_bars / end))
+    try:
+        split = dataclasses.replace(settings, fold=1, test_fraction=(end - test_bar) / end, val_fraction=val_bars / end)
+    except ValueError as exc:  # e.g. val_fraction under 0.01 on a long file
+        raise WalkForwardError(f"--val-bars {val_bars} of the {end} bars up to the block at bar {begin}: {exc}; "
+                               "use a larger --val-bars") from None
+    data = load_dataset(truncated, split)
     if (data.test_bar, data.split_bar) != (test_bar, test_bar - val_bars):
         raise AssertionError(f"block at {begin}: segments at {data.split_bar}, {data.test_bar}")
     return data
@@ -75,36 +105,40 @@ def score_block(recipe: TrainingRecipe, data: Dataset, seeds: list[int], folder:
     scored = score_ensemble(checkpoints, data)
     har = data.test_baselines["har"]
     alone = scored["member_test_losses"][0]  # the first seed's model
-    return {"n_test": len(data.test_index), "har": har, "persistence": data.test_baselines["persistence"],
-            "model": alone, "ensemble": scored["test_loss"],
+    return {"n_test": len(data.test_index), "target_std": data.scaler.target_std, "har": har,
+            "persistence": data.test_baselines["persistence"], "model": alone, "ensemble": scored["test_loss"],
             "ratio": round(alone / har, 4), "ensemble_ratio": round(scored["test_loss"] / har, 4)}
 
 
 def summary(blocks: list[dict]) -> dict:
-    """Medians, wins and pooled ratios of the model and the ensemble over `blocks`."""
+    """Medians, wins and pooled ratios of the model and the ensemble over `blocks`.
+
+    Each block's losses are in its own scaled units (its training segment's target_std); pooled ratios sum
+    squared errors in the target's own units: n_test * target_std^2 * loss.
+    """
     if not blocks:
         return {}
-    weights = np.array([b["n_test"] for b in blocks], dtype=np.float64)
-    har = np.array([b["har"] for b in blocks]) @ weights
+    har = np.array([b["har"] for b in blocks])  # (n_blocks,)
+    weights = np.array([b["n_test"] * b["target_std"] ** 2 for b in blocks])  # (n_blocks,)
     out = {"blocks": len(blocks)}
-    for name, ratio in (("model", "ratio"), ("ensemble", "ensemble_ratio")):
-        ratios = np.array([b[ratio] for b in blocks])
+    for name in ("model", "ensemble"):
+        losses = np.array([b[name] for b in blocks])  # (n_blocks,)
+        ratios = losses / har
         out[name] = {"median_ratio": round(float(np.median(ratios)), 4),
                      "blocks_beating_har": int((ratios < 1).sum()),
-                     "pooled_ratio": round(float(np.array([b[name] for b in blocks]) @ weights / har), 4)}
+                     "pooled_ratio": round(float(losses @ weights / (har @ weights)), 4)}
     return out
 
 
 def walk(path: Path, recipe: TrainingRecipe, seeds: list[int], first: int, block: int, val_bars: int) -> dict:
     """The walk-forward over one bars file -> its JSON entry."""
     settings = recipe.data
-    whole = load_dataset(path, settings)  # the configuration's own split: where a sweep validates and tests
     timestamps = read_bars(path, settings.columns).timestamp  # (n,) ns since the epoch
-    n = len(timestamps)
+    starts = block_starts(settings, len(timestamps), first, block, val_bars, str(path))
+    whole = load_dataset(path, settings)  # the configuration's own split: where a sweep validates (fold 1) and tests
     blocks = []
     with tempfile.TemporaryDirectory() as scratch:
-        for begin in range(max(first, settings.window + val_bars + 2 * settings.horizon + block),
-                           n - settings.horizon - block // 2, block):
+        for begin in starts:
             folder = Path(scratch) / str(begin)
             folder.mkdir()
             data = block_data(path, settings, begin, block, val_bars, folder)
