@@ -13,15 +13,15 @@ from bar `--first` on, the bars up to the block's last target are loaded as a sw
 segment and the `--val-bars` bars before it as the validation segment; a model is trained per seed on
 the training segment (model/train.py: the configuration's epochs, best.pt chosen on validation) and
 scored on the block, alone (the first seed) and as the seeds' ensemble (model/holdout.py). Prints JSON,
-one entry per file: per block its first date, n_test, the HAR, persistence, model and ensemble losses,
-the ratios to HAR, and where the block lies in the configuration's own split of the whole file (a
-sweep's split, for its best.yaml): `before_validation`, `validation` (what a sweep chooses on; fold 1's
-segment: a sweep with confirm.folds > 1 also validated on the folds before it) or `test_segment`, by the
-block's last sample (on a file the sweep did not run on, the same share of the bars: calendar years
-alike for daily files of one span). Then over the blocks the median ratio, the blocks where the model
-beats HAR, and the pooled ratio (squared errors summed in the target's own units over HAR's: each
-block's losses are in its own training segment's scaled units), over all blocks and over the blocks
-before the validation segment.
+one entry per file: per block its first date, n_test, target_std (of its training segment), the HAR,
+persistence, model and ensemble losses, the ratios to HAR, and where the block lies in the
+configuration's own split of the whole file (a sweep's split, for its best.yaml), by its last sample:
+`before_validation`, `validation` (what a sweep chooses on; fold 1's segment: a sweep with
+confirm.folds > 1 also validated on the folds before it) or `test_segment` (on a file the sweep did not
+run on, the same share of the bars: the same calendar years for daily files of one span). Then over the
+blocks the median ratio, the blocks where the model beats HAR, and the pooled ratio (squared errors
+summed in the target's own units over HAR's: each block's losses are in its own training segment's
+scaled units), over all blocks and over the blocks before the validation segment.
 Minutes: one training per block and seed (about 20 s each on 2 cores for sp500.yaml).
 """
 
