@@ -35,6 +35,7 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -74,11 +75,10 @@ def block_starts(settings: DataConfig, n: int, first: int, block: int, val_bars:
     return starts
 
 
-def block_data(path: Path, settings: DataConfig, begin: int, block: int, val_bars: int, folder: Path) -> Dataset:
-    """The bars of `path` up to the last target of the samples ending at bars begin..begin+block-1, split so
-    that exactly those samples are the test segment and the val_bars bars before its first window the
-    validation segment."""
-    table = pq.read_table(path)
+def block_data(table: pa.Table, settings: DataConfig, begin: int, block: int, val_bars: int, folder: Path) -> Dataset:
+    """The bars of `table` (a bars file, read once) up to the last target of the samples ending at bars
+    begin..begin+block-1, split so that exactly those samples are the test segment and the val_bars bars
+    before its first window the validation segment."""
     w, h = settings.window, settings.horizon
     end = min(begin + block, table.num_rows - h) + h  # bars kept: the last test target ends at bar end-1
     test_bar = begin - w + 1  # the first test window starts here, so the first test sample ends at `begin`
@@ -133,7 +133,8 @@ def summary(blocks: list[dict]) -> dict:
 def walk(path: Path, recipe: TrainingRecipe, seeds: list[int], first: int, block: int, val_bars: int) -> dict:
     """The walk-forward over one bars file -> its JSON entry."""
     settings = recipe.data
-    timestamps = read_bars(path, settings.columns).timestamp  # (n,) ns since the epoch
+    timestamps = read_bars(path, settings.columns).timestamp  # (n,) ns since the epoch; validates the file
+    table = pq.read_table(path)  # each block's bars are a slice of it
     starts = block_starts(settings, len(timestamps), first, block, val_bars, str(path))
     whole = load_dataset(path, settings)  # the configuration's own split: where a sweep validates (fold 1) and tests
     blocks = []
@@ -141,7 +142,7 @@ def walk(path: Path, recipe: TrainingRecipe, seeds: list[int], first: int, block
         for begin in starts:
             folder = Path(scratch) / str(begin)
             folder.mkdir()
-            data = block_data(path, settings, begin, block, val_bars, folder)
+            data = block_data(table, settings, begin, block, val_bars, folder)
             last = int(data.test_index[-1])
             where = ("test_segment" if last >= whole.test_bar else
                      "validation" if last >= whole.split_bar else "before_validation")
