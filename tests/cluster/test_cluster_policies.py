@@ -141,7 +141,8 @@ def test_the_head_may_pass_the_workers_role_and_no_other(config):
 
 
 def outside_the_sweep_prefix(document: dict, prefix: str = "sweeps") -> list[str]:
-    """What a policy allows beyond the objects under s3://BUCKET/PREFIX/ and the listing of that prefix."""
+    """What a policy allows beyond the objects under s3://BUCKET/PREFIX/ and the listing of that prefix (a listing
+    by PREFIX alone, without its '/', names the keys of PREFIX-other/ too)."""
     problems = []
     for s in document["Statement"]:
         actions, resources = as_list(s["Action"]), as_list(s["Resource"])
@@ -150,7 +151,7 @@ def outside_the_sweep_prefix(document: dict, prefix: str = "sweeps") -> list[str
             if resource == BUCKET:  # the bucket itself: listing, by prefix only
                 listed = s.get("Condition", {}).get("StringLike", {}).get("s3:prefix")
                 if actions != ["s3:ListBucket"] or not listed or not all(
-                        p == prefix or p.startswith(f"{prefix}/") for p in as_list(listed)):
+                        p.startswith(f"{prefix}/") for p in as_list(listed)):
                     problems.append(f"{actions} on the bucket, listing {listed}")
             elif not resource.startswith(f"{BUCKET}/{prefix}/"):
                 problems.append(f"resource {resource}")
@@ -161,7 +162,10 @@ def test_the_workers_touch_the_sweep_storage_only():
     assert outside_the_sweep_prefix(policy("worker-policy.json")) == []
     assert outside_the_sweep_prefix(policy("head-policy.json"))  # the head reaches further: MLflow, EC2, IAM
     for break_it in (lambda s: s[0].update(Resource=f"{BUCKET}/*"),
+                     lambda s: s[0].update(Resource="*"),
                      lambda s: s[1].pop("Condition"),
+                     lambda s: s[1]["Condition"]["StringLike"].update({"s3:prefix": ["*"]}),
+                     lambda s: s[1]["Condition"]["StringLike"].update({"s3:prefix": ["sweeps", "sweeps/*"]}),
                      lambda s: s[1]["Condition"]["StringLike"].update({"s3:prefix": ["sweeps/*", "mlflow/*"]}),
                      lambda s: s.append({"Effect": "Allow", "Action": "ec2:DescribeInstances", "Resource": "*"})):
         broken = policy("worker-policy.json")

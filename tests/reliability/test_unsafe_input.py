@@ -22,6 +22,11 @@ CREDENTIALS = {
     "tracking user:password@": (["--tracking-uri", f"https://alice:{SECRET}@mlflow.example.com:5000"],
                                 "tracking URI (--tracking-uri or MLFLOW_TRACKING_URI) https://mlflow.example.com:5000 "
                                 "holds credentials (user:password@)"),
+    "storage Azure SAS": (["--storage", f"https://acct.blob.core.windows.net/sweeps?sp=rwdl&sig={SECRET}"],
+                          "--storage https://acct.blob.core.windows.net/sweeps holds credentials (sig)"),
+    "tracking client_secret": (["--tracking-uri", f"https://mlflow.example.com:5000/?client_id={KEY_ID}&"
+                                f"client_secret={SECRET}"], "tracking URI (--tracking-uri or MLFLOW_TRACKING_URI) "
+                               "https://mlflow.example.com:5000/ holds credentials (client_secret)"),
 }
 
 

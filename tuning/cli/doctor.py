@@ -8,6 +8,7 @@ from tuning.cli.help import subcommand
 from tuning.cluster.ray_address import ray_address
 from tuning.sweep_files import DEFAULT_STORAGE
 from tuning.tracking.store import resolve_store
+from tuning.uri_secrets import STORAGE_CREDENTIALS, refuse_credentials
 
 MARKS = {"ok": "ok  ", "warn": "warn", "fail": "FAIL"}
 
@@ -29,6 +30,7 @@ def add_command(commands: argparse._SubParsersAction) -> None:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
+    refuse_credentials("--storage", args.storage, STORAGE_CREDENTIALS)  # its findings print it
     store = resolve_store(args.tracking_uri)  # a malformed URI is bad input: exit 2 before Ray starts
     ray_address(args.address)  # so is an address no Ray answers at
 

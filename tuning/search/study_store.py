@@ -18,12 +18,12 @@ STUDY_CREDENTIALS = "the environment (PostgreSQL: PGPASSWORD or ~/.pgpass; MySQL
 
 def check_study_url(url: str) -> None:
     """Refuse a --study-url that is not a database URL Optuna can use, or that holds credentials."""
+    if [found for found in credentials_in(url) if found != "user@"]:  # a user name is no secret: a password is
+        refuse_credentials("--study-url", url, STUDY_CREDENTIALS)  # first: no other line may echo a secret
     scheme = urlsplit(url).scheme.partition("+")[0] if "://" in url else ""
     if scheme not in SCHEMES:
         raise UsageError(f"--study-url {url!r}: not a database URL; give postgresql://HOST[:PORT]/DB (or "
                          "sqlite:////path/optuna.db, mysql://HOST/DB)")
-    if [found for found in credentials_in(url) if found != "user@"]:  # a user name is no secret: a password is
-        refuse_credentials("--study-url", url, STUDY_CREDENTIALS)
 
 
 def study_exists(url: str, name: str) -> bool:

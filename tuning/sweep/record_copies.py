@@ -11,11 +11,16 @@ the sweep stopped):
 first. Objects pickled with Ray Tune's state name the folder of the head that saved them: `moved_folder`
 maps each earlier folder to this one (trial_lifecycle.SweepCallback and trial_files.SweepCurves consult it).
 With a folder storage (a shared file system) the sweep's folder is in the storage already: nothing is copied.
+
+Nothing reaches outside what the sweep owns: before the first write, upload, delete or download, every staged file
+is checked to be in the sweep's folder (a link to anything outside it is refused) and every listed key to be a
+plain path under the sweep's prefix (an S3 key is any string: '..', '.', an empty or absolute part are refused).
 """
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pyarrow.fs
@@ -31,28 +36,35 @@ FOLDERS = "folders.json"  # ["/old/head/runs/sweeps/k", "/this/head/runs/sweeps/
 MOVED: dict[str, Path] = {}  # a folder an earlier head kept the sweep in -> where this one keeps it
 
 
+class OutsideSweep(ValueError):
+    """A staged file or a listed key that would reach outside the sweep's folder or prefix: nothing was copied."""
+
+
 def moved_folder(folder: Path) -> Path:
     """Where this machine keeps the sweep an earlier head kept in `folder` (itself when it never moved)."""
     return MOVED.get(str(folder), folder)
 
 
 def copy_records(paths: SweepPaths) -> None:
-    """Bring the storage's copy of the records up to date (nothing with a folder storage); raises OSError."""
+    """Bring the storage's copy of the records up to date (nothing with a folder storage).
+
+    Raises OSError, and OutsideSweep (nothing written) for a link here or a key there outside the sweep's own."""
     if not is_uri(paths.ray_storage):
         return
     fs, root = pyarrow.fs.FileSystem.from_uri(paths.sweep_storage)
+    remote = f"{root}/{TRACKING_STAGING}"
+    for name in (*RECORDS, FOLDERS):
+        _refuse_link_outside(paths.folder, paths.folder / name)
+    here = _staged_files(paths.folder)
+    there = {_key_below(remote, info.path): info for info in
+             fs.get_file_info(pyarrow.fs.FileSelector(remote, allow_not_found=True, recursive=True))
+             if info.type == pyarrow.fs.FileType.File}
     folders = paths.folder / FOLDERS
     if not folders.exists():
         write_text_atomic(folders, json.dumps([str(paths.folder)]))
     made: set[str] = set()  # the folders made by this copy's uploads: each is made once
     for name in (*RECORDS, FOLDERS):
         _mirror_file(fs, paths.folder / name, f"{root}/{name}", made)
-    staging, remote = paths.folder / TRACKING_STAGING, f"{root}/{TRACKING_STAGING}"
-    here = {p.relative_to(staging).as_posix(): p for p in staging.rglob("*") if p.is_file()} if staging.is_dir() \
-        else {}
-    there = {info.path[len(remote) + 1:]: info for info in
-             fs.get_file_info(pyarrow.fs.FileSelector(remote, allow_not_found=True, recursive=True))
-             if info.type == pyarrow.fs.FileType.File}
     for name, local in here.items():
         if name not in there or there[name].size != local.stat().st_size:  # a staged file never changes
             _put(fs, local, f"{remote}/{name}", made)
@@ -61,9 +73,13 @@ def copy_records(paths: SweepPaths) -> None:
 
 
 def copy_records_or_note(paths: SweepPaths) -> None:
-    """copy_records, a failure said in a progress line: the sweep goes on, and the next copy catches up."""
+    """copy_records, a failure said in a progress line: the sweep goes on, and the next copy catches up (one that
+    would reach outside the sweep's own is refused by every copy until what the line names is removed)."""
     try:
         copy_records(paths)
+    except OutsideSweep as exc:
+        publish(Note(f"storage: did not copy sweep {paths.name}'s records to {paths.sweep_storage}: {exc}; the "
+                     "sweep goes on, uncopied until then"))
     except (OSError, ValueError) as exc:  # pyarrow's ArrowIOError and ArrowInvalid derive from these
         publish(Note(f"storage: could not copy sweep {paths.name}'s records to {paths.sweep_storage} "
                      f"({str(exc).splitlines()[0]}); the sweep goes on, and its next copy catches up"))
@@ -73,21 +89,31 @@ def fetch_records(paths: SweepPaths) -> bool:
     """Fetch the records of a sweep whose folder is not here from the storage's copy; True when there was one.
 
     The spool's uploads are pointed at this folder's staging, and the folder is added to folders.json.
-    Raises UsageError when the storage cannot be read."""
+    Raises UsageError when the storage cannot be read, or (nothing written) when a listed key is not a plain path
+    under the sweep's prefix or a folder here links outside the sweep's folder."""
     if not is_uri(paths.ray_storage) or (paths.folder / MANIFEST).exists():
         return False
     try:
         fs, root = pyarrow.fs.FileSystem.from_uri(paths.sweep_storage)
         if fs.get_file_info(f"{root}/{MANIFEST}").type != pyarrow.fs.FileType.File:
             return False
+        remote, staging = f"{root}/{TRACKING_STAGING}", paths.folder / TRACKING_STAGING
+        staged = {f"{remote}/{name}": staging / name for name in (
+            _key_below(remote, info.path) for info in
+            fs.get_file_info(pyarrow.fs.FileSelector(remote, allow_not_found=True, recursive=True))
+            if info.type == pyarrow.fs.FileType.File)}
+        for local in {staging, *(folder for path in staged.values() for folder in path.parents
+                                 if folder.is_relative_to(staging))}:  # each folder on the way to each file
+            _refuse_link_outside(paths.folder, local)
         paths.folder.mkdir(parents=True, exist_ok=True)
         for name in (FOLDERS, *RECORDS[1:]):  # the manifest last: its presence says the records are here
             fetch_file(fs, f"{root}/{name}", paths.folder / name)
-        remote = f"{root}/{TRACKING_STAGING}"
-        for info in fs.get_file_info(pyarrow.fs.FileSelector(remote, allow_not_found=True, recursive=True)):
-            if info.type == pyarrow.fs.FileType.File:
-                fetch_file(fs, info.path, paths.folder / TRACKING_STAGING / info.path[len(remote) + 1:])
+        for key, local in staged.items():
+            fetch_file(fs, key, local)
         fetch_file(fs, f"{root}/{MANIFEST}", paths.folder / MANIFEST)
+    except OutsideSweep as exc:
+        raise UsageError(f"--storage {paths.ray_storage}: cannot fetch sweep {paths.name!r}'s records: {exc}") \
+            from None
     except (OSError, ValueError) as exc:  # pyarrow's ArrowIOError and ArrowInvalid derive from these
         raise UsageError(f"--storage {paths.ray_storage}: cannot fetch sweep {paths.name!r}'s records from "
                          f"{paths.sweep_storage} ({str(exc).splitlines()[0]}); check the URI and the credentials in "
@@ -126,6 +152,37 @@ def _repoint_spool(spool: Path, earlier: list[Path], folder: Path) -> None:
                 values["path"] = str(folder / Path(path).relative_to(old))
         lines.append(json.dumps(values) + "\n")
     write_text_atomic(spool, "".join(lines))
+
+
+def _staged_files(folder: Path) -> dict[str, Path]:
+    """The files of `folder`'s staging by their key below it; OutsideSweep for a link (file or folder, which the
+    walk does not follow) that resolves outside `folder`."""
+    staging = folder / TRACKING_STAGING
+    _refuse_link_outside(folder, staging)
+    found = {}
+    for top, dirs, files in os.walk(staging):
+        for name in (*dirs, *files):
+            _refuse_link_outside(folder, Path(top) / name)
+        found.update({(Path(top) / name).relative_to(staging).as_posix(): Path(top) / name for name in files
+                      if (Path(top) / name).is_file()})
+    return found
+
+
+def _refuse_link_outside(folder: Path, path: Path) -> None:
+    """OutsideSweep when `path`, a link, resolves outside `folder` (a link inside it, or no link, is fine)."""
+    if path.is_symlink() and not path.resolve().is_relative_to(folder.resolve()):
+        raise OutsideSweep(f"{path.relative_to(folder).as_posix()} links to {path.resolve()}, outside the sweep's "
+                           f"folder {folder}: remove the link")
+
+
+def _key_below(prefix: str, key: str) -> str:
+    """`key`'s part below `prefix`/, or OutsideSweep when it is no plain relative path: a '..', '.' or empty part
+    (an absolute path included) would name something else on a file system, or outside the sweep's folder here."""
+    name = key[len(prefix) + 1:] if key.startswith(f"{prefix}/") else ""
+    if not name or any(part in ("", ".", "..") for part in name.split("/")):
+        raise OutsideSweep(f"the storage lists {key!r}, not a plain key under {prefix}/ (no '..', '.' or empty part): "
+                           "remove that object from the storage")
+    return name
 
 
 def _mirror_file(fs: pyarrow.fs.FileSystem, local: Path, remote: str, made: set[str]) -> None:

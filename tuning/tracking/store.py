@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tuning.errors import UsageError
-from tuning.uri_secrets import TRACKING_CREDENTIALS, refuse_credentials
+from tuning.uri_secrets import TRACKING_CREDENTIALS, refuse_credentials, without_secrets
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
@@ -80,15 +80,15 @@ def resolve_store(uri: str | None = None, folder: str | Path = DEFAULT_TRACKING_
     if uri is None:
         root = Path(folder).expanduser().resolve()
         return TrackingStore(f"sqlite:///{root / DATABASE}", (root / ARTIFACTS).as_uri())
+    refuse_credentials("tracking URI (--tracking-uri or MLFLOW_TRACKING_URI)", uri, TRACKING_CREDENTIALS)  # any scheme
     if uri.startswith(("http://", "https://")):
-        refuse_credentials("tracking URI (--tracking-uri or MLFLOW_TRACKING_URI)", uri, TRACKING_CREDENTIALS)
         return TrackingStore(uri.rstrip("/"), None)
     if uri.startswith("sqlite:///"):
         root = Path(uri.removeprefix("sqlite:///")).expanduser().resolve().parent
         return TrackingStore(uri, (root / ARTIFACTS).as_uri())
-    raise UsageError(f"tracking URI {uri!r} (--tracking-uri or MLFLOW_TRACKING_URI): use http(s)://HOST:PORT of an "
-                     "`mlflow server`, or sqlite:///PATH for a local store; leave both unset for the embedded store "
-                     "in runs/mlflow")
+    raise UsageError(f"tracking URI {without_secrets(uri)!r} (--tracking-uri or MLFLOW_TRACKING_URI): use "
+                     "http(s)://HOST:PORT of an `mlflow server`, or sqlite:///PATH for a local store; leave both unset "
+                     "for the embedded store in runs/mlflow")
 
 
 def open_store(store: TrackingStore) -> MlflowClient:

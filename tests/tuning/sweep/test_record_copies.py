@@ -7,6 +7,8 @@ import json
 import pickle
 from pathlib import Path
 
+import pyarrow
+import pyarrow.fs
 import pytest
 
 from tuning.errors import UsageError
@@ -20,6 +22,44 @@ from tuning.sweep_files import LEDGER, MANIFEST, TEST_LOOK, TRACKING_SPOOL, TRAC
 @pytest.fixture(autouse=True)
 def no_moves(monkeypatch):
     monkeypatch.setattr(record_copies, "MOVED", {})
+
+
+class ListsMore:
+    """A file:// storage whose listings also name `extra` objects, read from memory: an S3 key is any string,
+    '..' and '//' included, which a local file system cannot hold."""
+
+    def __init__(self, fs: pyarrow.fs.FileSystem, extra: dict[str, bytes]):
+        self.fs, self.extra = fs, extra
+
+    def get_file_info(self, what):
+        if isinstance(what, pyarrow.fs.FileSelector):
+            return [*self.fs.get_file_info(what), *(pyarrow.fs.FileInfo(key, pyarrow.fs.FileType.File, size=len(data))
+                                                   for key, data in self.extra.items()
+                                                   if key.startswith(f"{what.base_dir}/"))]
+        if what in self.extra:
+            return pyarrow.fs.FileInfo(what, pyarrow.fs.FileType.File, size=len(self.extra[what]))
+        return self.fs.get_file_info(what)
+
+    def open_input_stream(self, path: str):
+        return pyarrow.BufferReader(self.extra[path]) if path in self.extra else self.fs.open_input_stream(path)
+
+    def __getattr__(self, name: str):
+        return getattr(self.fs, name)  # writes and deletes reach the real file system
+
+
+@pytest.fixture()
+def storage_lists(monkeypatch):
+    """storage_lists({key: bytes}): from now on the storage's listings also name these keys."""
+    real = pyarrow.fs.FileSystem
+
+    def add(extra: dict[str, bytes]) -> None:
+        class Storage:
+            @staticmethod
+            def from_uri(uri: str):
+                fs, root = real.from_uri(uri)
+                return ListsMore(fs, extra), root
+        monkeypatch.setattr(pyarrow.fs, "FileSystem", Storage)
+    return add
 
 
 def head(tmp_path: Path, which: str, storage: str) -> SweepPaths:
@@ -109,3 +149,84 @@ def test_what_ray_tune_pickled_on_the_lost_head_reads_this_heads_ledger(tmp_path
     fetch_records(new)
     follow_move(new)
     assert pickle.loads(pickled).ledger_path == new.folder / LEDGER
+
+
+@pytest.mark.parametrize("link", ["file", "folder"])
+def test_copy_records_refuses_a_staged_link_to_outside_the_sweep_and_copies_nothing(link, tmp_path, caplog):
+    bucket, outside = tmp_path / "bucket", tmp_path / "outside"
+    (outside / "ssh").mkdir(parents=True)
+    (outside / "ssh" / "id_ed25519").write_text("not the sweep's")
+    paths = head(tmp_path, "a", f"file://{bucket}")
+    a_sweep_folder(paths)
+    target = outside / "ssh" if link == "folder" else outside / "ssh" / "id_ed25519"
+    (paths.folder / TRACKING_STAGING / "t1" / "more").symlink_to(target)
+    with pytest.raises(ValueError, match=rf"^{TRACKING_STAGING}/t1/more links to {target}, outside the sweep's "
+                                         rf"folder {paths.folder}: remove the link$"):
+        copy_records(paths)
+    assert not bucket.exists() and not (paths.folder / FOLDERS).exists()  # nothing written, here or there
+
+    with caplog.at_level("INFO", logger=LOGGER):
+        copy_records_or_note(paths)
+    notes = [e.text for r in caplog.records if isinstance(e := event_of(r), Note)]
+    assert notes == [f"storage: did not copy sweep k's records to file://{bucket}/k: {TRACKING_STAGING}/t1/more "
+                     f"links to {target}, outside the sweep's folder {paths.folder}: remove the link; the sweep goes "
+                     "on, uncopied until then"]
+    assert not bucket.exists()
+
+
+def test_copy_records_refuses_a_record_that_links_outside_the_sweep(tmp_path):
+    bucket = tmp_path / "bucket"
+    paths = head(tmp_path, "a", f"file://{bucket}")
+    a_sweep_folder(paths)
+    (tmp_path / "credentials").write_text("not the sweep's")
+    (paths.folder / LEDGER).unlink()
+    (paths.folder / LEDGER).symlink_to(tmp_path / "credentials")
+    with pytest.raises(ValueError, match=rf"^{LEDGER} links to {tmp_path / 'credentials'}, outside the sweep's folder"):
+        copy_records(paths)
+    assert not bucket.exists()
+
+
+def test_copy_records_refuses_a_listed_key_outside_the_sweeps_prefix_and_deletes_nothing(tmp_path, storage_lists):
+    bucket = tmp_path / "bucket"
+    bucket.mkdir()
+    (bucket / "other-sweep.json").write_text("another sweep's")
+    paths = head(tmp_path, "a", f"file://{bucket}")
+    a_sweep_folder(paths)
+    key = f"{bucket}/k/{TRACKING_STAGING}/../../other-sweep.json"  # the copy would delete it: not staged here
+    storage_lists({key: b"another sweep's"})
+    with pytest.raises(ValueError, match=r"the storage lists '.*/k/tracking/\.\./\.\./other-sweep\.json', not a "
+                                         r"plain key under .*/k/tracking/ \(no '\.\.', '\.' or empty part\): "
+                                         r"remove that object from the storage$"):
+        copy_records(paths)
+    assert [p.name for p in bucket.iterdir()] == ["other-sweep.json"] and not (paths.folder / FOLDERS).exists()
+
+
+@pytest.mark.parametrize("listed", ["../../../escaped", "ABSOLUTE", "t1//x", "t1/./x"])
+def test_fetch_records_refuses_a_listed_key_that_is_not_plain_and_writes_nothing(listed, tmp_path, storage_lists):
+    storage = f"file://{tmp_path / 'bucket'}"
+    lost, new = head(tmp_path, "a", storage), head(tmp_path, "b", storage)
+    a_sweep_folder(lost)
+    copy_records(lost)
+    key = f"{tmp_path}/bucket/k/{TRACKING_STAGING}/{listed.replace('ABSOLUTE', str(tmp_path / 'escaped'))}"
+    storage_lists({key: b"planted"})  # '..': <b's folder>/../../escaped; absolute: /tmp/.../escaped
+    with pytest.raises(UsageError, match=rf"^--storage {storage}: cannot fetch sweep 'k''s records: the storage "
+                                         r"lists '.*', not a plain key under .*/k/tracking/ \(no '\.\.', '\.' or "
+                                         r"empty part\): remove that object from the storage$"):
+        fetch_records(new)
+    assert not (tmp_path / "b").exists() and not [p for p in tmp_path.rglob("escaped")]  # nothing written anywhere
+
+
+@pytest.mark.parametrize("link", [TRACKING_STAGING, f"{TRACKING_STAGING}/t1"])
+def test_fetch_records_refuses_a_staging_folder_here_that_links_outside(link, tmp_path):
+    storage = f"file://{tmp_path / 'bucket'}"
+    lost, new = head(tmp_path, "a", storage), head(tmp_path, "b", storage)
+    a_sweep_folder(lost)
+    copy_records(lost)
+    (tmp_path / "outside").mkdir()
+    (new.folder / link).parent.mkdir(parents=True)
+    (new.folder / link).symlink_to(tmp_path / "outside")  # left by someone: the staged files would land there
+    with pytest.raises(UsageError, match=rf"^--storage {storage}: cannot fetch sweep 'k''s records: {link} links to "
+                                         rf"{tmp_path / 'outside'}, outside the sweep's folder {new.folder}: remove "
+                                         "the link$"):
+        fetch_records(new)
+    assert not any((tmp_path / "outside").iterdir()) and [p.name for p in new.folder.iterdir()] == [TRACKING_STAGING]

@@ -1,0 +1,78 @@
+"""URIs that carry credentials, in any of their common forms, are refused without the secret ever being shown
+(tuning/uri_secrets.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tuning.errors import UsageError
+from tuning.tracking.store import resolve_store
+from tuning.uri_secrets import credentials_in, refuse_credentials, without_secrets
+
+SECRET = "Zm9vYmFy" + "c2VjcmV0dmFsdWU"  # split, as tests/reliability/test_unsafe_input.py does: nothing key-like here
+AZURE = "https://acct.blob.core.windows.net/sweeps"
+FORMS = {  # form: (URI, the credential named, the URI as shown)
+    "user:password@": (f"https://alice:{SECRET}@mlflow.example.com:5000", "user:password@",
+                       "https://mlflow.example.com:5000"),
+    "Azure SAS sig": (f"{AZURE}?sv=2022-11-02&sp=rwdl&se=2030-01-01T00%3A00Z&sig={SECRET}", "sig", AZURE),
+    "AccountKey query": (f"{AZURE}?AccountKey={SECRET}", "AccountKey", AZURE),
+    "AccountKey in a connection string": (
+        f"{AZURE}?conn=DefaultEndpointsProtocol=https;AccountName=acct;AccountKey={SECRET};EndpointSuffix=core",
+        "AccountKey", AZURE),
+    "AccountKey percent-encoded": (f"{AZURE}?conn=AccountName%3Dacct%3BAccountKey%3D{SECRET}", "AccountKey", AZURE),
+    "AccountKey path parameter": (f"{AZURE};AccountName=acct;AccountKey={SECRET}", "AccountKey", AZURE),
+    "AccountKey path folder": (f"{AZURE}/AccountKey={SECRET}/k", "AccountKey", AZURE),
+    "AccountKey fragment": (f"{AZURE}#AccountKey={SECRET}", "AccountKey", AZURE),
+    "client_secret": (f"{AZURE}?tenant_id=t&client_id=c&client_secret={SECRET}", "client_secret", AZURE),
+    "access_token": (f"gs://bucket/sweeps?access_token={SECRET}", "access_token", "gs://bucket/sweeps"),
+    "token": (f"https://mlflow.example.com/?token={SECRET}", "token", "https://mlflow.example.com/"),
+    "password, upper case": (f"https://mlflow.example.com/?PASSWORD={SECRET}", "PASSWORD",
+                             "https://mlflow.example.com/"),
+    "secret_key": (f"s3://bucket/sweeps?region=us-east-1&secret_key={SECRET}", "secret_key", "s3://bucket/sweeps"),
+    "S3 presigned": (f"s3://bucket/sweeps?X-Amz-Credential=id&X-Amz-Signature={SECRET}",
+                     "X-Amz-Credential, X-Amz-Signature", "s3://bucket/sweeps"),
+}
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_refuse_credentials_names_each_form_and_never_shows_the_secret(form):
+    uri, named, shown = FORMS[form]
+    with pytest.raises(UsageError, match=rf"^--storage {shown} holds credentials \({named}\), which would be kept "
+                                         r"in sweep\.json, MLflow and printed lines; give the URI without them and "
+                                         r"the credentials through the environment$") as refused:
+        refuse_credentials("--storage", uri, "the environment")
+    assert SECRET not in str(refused.value)
+
+
+@pytest.mark.parametrize("uri", ["s3://bucket/sweeps?region=us-east-1&endpoint_override=localhost:9000",
+                                 "https://mlflow.example.com:5000", "sqlite:////data/optuna.db", "runs/sweeps",
+                                 "gs://bucket/design-tokens/sweeps?tokenizer=bpe&signature_check=1",
+                                 "postgresql://alice@db.example.com/optuna"])
+def test_credentials_in_finds_none_in_plain_uris_and_names_that_only_contain_a_key(uri):
+    assert [found for found in credentials_in(uri) if found != "user@"] == []
+
+
+def test_without_secrets_keeps_scheme_host_and_path():
+    assert without_secrets("s3://bucket/sweeps/k?region=us-east-1#x") == "s3://bucket/sweeps/k"
+    assert without_secrets("file:///tmp/mlruns") == "file:///tmp/mlruns"
+
+
+@pytest.mark.parametrize("uri", [f"postgresql://alice:{SECRET}@db.example.com/mlflow",
+                                 f"sqlite:///runs/mlflow/mlflow.db?password={SECRET}",
+                                 f"file:///tmp/mlruns;AccountKey={SECRET}"],
+                         ids=["postgresql password", "sqlite query", "file AccountKey"])
+def test_resolve_store_refuses_credentials_in_any_tracking_uri_before_its_scheme(uri):
+    with pytest.raises(UsageError, match=r"^tracking URI \(--tracking-uri or MLFLOW_TRACKING_URI\) \S+ holds "
+                                         r"credentials") as refused:
+        resolve_store(uri)
+    assert SECRET not in str(refused.value)
+
+
+@pytest.mark.parametrize("url", [f"https://db.example.com/optuna?password={SECRET}",
+                                 f"postgresql://alice:{SECRET}@db.example.com/optuna"])
+def test_check_study_url_refuses_credentials_before_it_says_what_the_url_is(url):
+    from tuning.search.study_store import check_study_url
+
+    with pytest.raises(UsageError, match=r"^--study-url .* holds credentials") as refused:
+        check_study_url(url)  # the first is no database URL either: that line would show it whole
+    assert SECRET not in str(refused.value)
