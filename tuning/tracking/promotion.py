@@ -1,11 +1,20 @@
 """`promote`: the registered model's challenger against its champion on new bars; the better one is the champion.
 
     MODEL@challenger, MODEL@champion   the versions compared (a champion is optional: the first promote makes one)
-    the bars                            must start after the last bar of every file either version trained on
+    the bars                            must all come after the last bar either version trained on, as the version
+                                        recorded it at registration (FIRST_BAR_TAG, LAST_BAR_TAG): timestamps, never
+                                        a file's path or name, so the same bars copied elsewhere are refused too
     the comparison                      model/comparison.py: both models, HAR and persistence on the same samples
     the record                          a run in the experiment `production`: params (versions, bars), metrics
                                         (mse_challenger, mse_champion, mse_har, mse_persistence, n_scored), the bars as
                                         its evaluation dataset, a PNG of both forecasts against the target
+
+The writes come in an order that leaves the registry consistent wherever a crash stops them, the @champion alias
+and the promote run's tags agreeing: (1) the run, tagged PROMOTED_TAG=pending, and its record; (2) the alias moved,
+when the challenger won; (3) the verdict, PROMOTED_TAG True or False with its note, in one write; (4) the run
+FINISHED. A crash before (2) leaves the alias as it was and the run pending; one after it, the alias moved and the
+run pending: a pending run claims nothing, and the alias is the truth. A run says True only once the alias names its
+challenger, and never ends FINISHED before it says which.
 """
 
 from __future__ import annotations
@@ -22,10 +31,12 @@ from model.bars import Bars
 from model.comparison import Comparison, compare_forecasts
 from tuning.errors import UsageError
 from tuning.tracking.lineage import bars_input, dataset_input
-from tuning.tracking.registry import DEFAULT_EXPERIMENT, LAST_BAR_TAG, bars_frame, mlflow_settings
+from tuning.tracking.registry import DEFAULT_EXPERIMENT, FIRST_BAR_TAG, LAST_BAR_TAG, bars_frame, mlflow_settings
 from tuning.tracking.store import TrackingStore
 
 CHAMPION, CHALLENGER = "champion", "challenger"
+PROMOTED_TAG, PENDING = "mamba_tune.promoted", "pending"  # the promote run's verdict: pending, then True or False
+NOTE_TAG = "mlflow.note.content"  # the run's description in MLflow's UI: the verdict in words
 
 
 @dataclass(frozen=True)
@@ -35,7 +46,8 @@ class Contender:
     run_id: str
     target: str
     horizon: int
-    last_bar: int  # ns
+    first_bar: int | None  # ns, UTC: the first and last bar of the data it trained on, as recorded at its
+    last_bar: int  # registration (a version registered before the first bar was recorded: None)
 
 
 @dataclass(frozen=True)
@@ -57,9 +69,9 @@ def contenders(client: Any, name: str) -> tuple[Contender, Contender | None]:
             version = client.get_model_version_by_alias(name, alias)
         except MlflowException:
             continue
-        run = client.get_run(version.run_id).data
-        found[alias] = Contender(alias, version.version, version.run_id, run.params["data.target"],
-                                 int(run.params["data.horizon"]), _last_bar(name, alias, version, run.tags))
+        params = client.get_run(version.run_id).data.params
+        found[alias] = Contender(alias, version.version, version.run_id, params["data.target"],
+                                 int(params["data.horizon"]), *_trained_range(name, alias, version))
     if CHALLENGER not in found:
         raise UsageError(f"model {name!r} has no version aliased {CHALLENGER}; register one with `mamba-tune best "
                          f"SWEEP --register {name}` (or train --register and --alias)")
@@ -71,33 +83,33 @@ def contenders(client: Any, name: str) -> tuple[Contender, Contender | None]:
     return challenger, champion
 
 
-def _last_bar(name: str, alias: str, version: Any, run_tags: dict[str, str]) -> int:
-    """The last bar (ns) of the file the version trained on: its tag, or (a version registered before the tag
-    existed) its run's data file, when that is still there."""
-    if LAST_BAR_TAG in version.tags:
-        return int(version.tags[LAST_BAR_TAG])
-    data = run_tags.get("mamba_tune.data")
-    if data and Path(data).is_file():
-        from model.bars import read_bars
-
-        return int(read_bars(data).timestamp[-1])
-    raise UsageError(f"{name}@{alias} (version {version.version}) does not say which bars it trained on (no "
-                     f"{LAST_BAR_TAG} tag, and its run's data file is gone); register a new challenger")
+def _trained_range(name: str, alias: str, version: Any) -> tuple[int | None, int]:
+    """The first and last bar (ns) of the data the version trained on, as its tags recorded them at registration
+    (the first is None for a version registered before it was recorded: the rule needs only the last)."""
+    if LAST_BAR_TAG not in version.tags:
+        fix = ("register a new challenger" if alias == CHALLENGER else f"delete its alias {CHAMPION} in MLflow, so "
+               "that the next promote makes the challenger the champion")
+        raise UsageError(f"{name}@{alias} (version {version.version}) does not record the last bar it trained on "
+                         f"(tag {LAST_BAR_TAG}); {fix}")
+    first = version.tags.get(FIRST_BAR_TAG)
+    return (int(first) if first is not None else None), int(version.tags[LAST_BAR_TAG])
 
 
 def require_new_bars(bars: Bars, name: str, *versions: Contender | None) -> None:
-    """The bars must start after the last bar any of `versions` trained on."""
+    """Every one of the bars (their timestamps strictly increase: the first) must come after the last bar any of
+    `versions` trained on."""
     for v in versions:
         if v is not None and bars.timestamp[0] <= v.last_bar:
             raise UsageError(f"--data {bars.path}: its first bar ({_when(bars.timestamp[0])}) is not after the last "
-                             f"bar {name}@{v.alias} (version {v.version}) trained on ({_when(v.last_bar)}); promote on "
-                             "bars that came after the data of both models")
+                             f"bar {name}@{v.alias} (version {v.version}) trained on ({_when(v.last_bar)}"
+                             f"{_since(v.first_bar)}); promote on bars that came after the data of both models")
 
 
 def promote(store: TrackingStore, name: str, bars: Bars, experiment: str = DEFAULT_EXPERIMENT) -> Verdict:
     """Compare, record the comparison run, and move @champion to the challenger when it is better (or when
-    there is no champion)."""
+    there is no champion); the writes in the order the module's docstring gives."""
     import mlflow
+    from mlflow.entities import RunTag
 
     client = store.client()
     challenger, champion = contenders(client, name)
@@ -115,19 +127,27 @@ def promote(store: TrackingStore, name: str, bars: Bars, experiment: str = DEFAU
     except ValueError as exc:
         raise UsageError(f"--data {bars.path}: {exc}; give more bars") from None
     promoted = champion is None or comparison.losses[CHALLENGER] < comparison.losses[CHAMPION]
-    run_id = _record(store, client, name, experiment, bars, challenger, champion, comparison, promoted)
-    if promoted:
-        client.set_registered_model_alias(name, CHAMPION, challenger.version)
+    run_id = _record(store, client, name, experiment, bars, challenger, champion, comparison)  # (1)
+    try:
+        if promoted:
+            client.set_registered_model_alias(name, CHAMPION, challenger.version)  # (2)
+        client.log_batch(run_id, tags=[RunTag(PROMOTED_TAG, str(promoted)),  # (3)
+                                       RunTag(NOTE_TAG, _verdict_line(name, challenger, champion, promoted))])
+    except BaseException:
+        client.set_terminated(run_id, "FAILED")  # still pending: the alias says whether it moved
+        raise
+    client.set_terminated(run_id, "FINISHED")  # (4)
     return Verdict(challenger, champion, comparison, promoted, run_id)
 
 
 def _record(store: TrackingStore, client: Any, name: str, experiment: str, bars: Bars, challenger: Contender,
-            champion: Contender | None, comparison: Comparison, promoted: bool) -> str:
-    from mlflow.entities import Metric, Param, RunTag
+            champion: Contender | None, comparison: Comparison) -> str:
+    """The promote run, its verdict pending: params, metrics, the bars as its dataset, the forecasts' plot."""
+    from mlflow.entities import Metric, Param
 
     experiment_id = store.experiment_id(client, experiment)
     run = client.create_run(experiment_id, run_name=f"promote {name}", tags={
-        "mamba_tune.role": "promote", "mamba_tune.model": name, "mamba_tune.promoted": str(promoted)})
+        "mamba_tune.role": "promote", "mamba_tune.model": name, PROMOTED_TAG: PENDING})
     run_id = run.info.run_id
     params = {"model": name, "challenger_version": challenger.version, "data": str(Path(bars.path).resolve()),
               "champion_version": champion.version if champion else "none", "n_har_fit": str(comparison.n_fit),
@@ -136,8 +156,7 @@ def _record(store: TrackingStore, client: Any, name: str, experiment: str, bars:
     metrics = [Metric(f"mse_{k}", v, now, 0) for k, v in comparison.losses.items()]
     metrics.append(Metric("n_scored", float(len(comparison.scored)), now, 0))
     try:
-        client.log_batch(run_id, metrics=metrics, params=[Param(k, v) for k, v in params.items()],
-                         tags=[RunTag("mlflow.note.content", _verdict_line(name, challenger, champion, promoted))])
+        client.log_batch(run_id, metrics=metrics, params=[Param(k, v) for k, v in params.items()])
         client.log_inputs(run_id, [dataset_input(bars_input(bars.path), "evaluation")])
         with tempfile.TemporaryDirectory(prefix="mamba-tune-promote-") as folder:
             plot = _forecast_plot(bars, comparison, name, Path(folder) / "forecasts.png")
@@ -145,7 +164,6 @@ def _record(store: TrackingStore, client: Any, name: str, experiment: str, bars:
     except BaseException:
         client.set_terminated(run_id, "FAILED")  # the aliases stay as they were: nothing was promoted
         raise
-    client.set_terminated(run_id, "FINISHED")
     return run_id
 
 
@@ -182,6 +200,10 @@ def _forecast_plot(bars: Bars, comparison: Comparison, name: str, path: Path) ->
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path
+
+
+def _since(first_bar: int | None) -> str:
+    return "" if first_bar is None else f"; its bars began {_when(first_bar)}"
 
 
 def _when(ns: int) -> str:

@@ -9,8 +9,9 @@
                            a pyfunc of tuning/tracking/pyfunc_model.py + the `model` package + best.pt
                            (a seed ensemble: its members' best.pt too, checkpoint_1, ...),
                            with its input example, signature (the bar columns) and pinned requirements
-    Model Registry         <name> version N, one per registered run, from that logged model, tagged as its run;
-                           an alias (e.g. challenger) when one is given
+    Model Registry         <name> version N, one per registered run, from that logged model, tagged as its run
+                           and with the first and last timestamps of the bars it trained on (`promote` takes
+                           only later bars); an alias (e.g. challenger) when one is given
     `best --register` logs a sweep's winner the same way (tuning/sweep/ship_winner.py): its trial's best.pt,
     no training; the run tags name the sweep, the trial, the data digest, the val and test losses.
 
@@ -44,7 +45,8 @@ from tuning.tracking.store import EPOCH_METRICS, TrackingStore
 
 DEFAULT_EXPERIMENT = "production"
 DIGEST_TAG = "mamba_tune.data_digest"  # the run's and version's: the bars' digest (tuning/tracking/lineage.py)
-LAST_BAR_TAG = "mamba_tune.data_last_bar_ns"  # a version's tag: the last bar (int64 ns, UTC) of the file it trained on
+FIRST_BAR_TAG = "mamba_tune.data_first_bar_ns"  # a version's tag: the first bar (int64 ns, UTC) of the bars it
+LAST_BAR_TAG = "mamba_tune.data_last_bar_ns"  # trained on, and the last: what `promote` compares new bars with
 PYFUNC_FILE = Path(__file__).with_name("pyfunc_model.py")  # the model's code, logged as a file: nothing pickled
 MODEL_PACKAGE = Path(model.__file__).parent  # shipped with the model, so it loads where mamba-tune is not installed
 REQUIREMENTS = ("mlflow", "torch", "numpy", "pandas", "pyarrow")  # what pyfunc_model.py and `model` import
@@ -142,8 +144,9 @@ def register_model(store: TrackingStore, experiment: str, model_name: str, shipm
             step=shipment.best_epoch,
         )
         version = int(info.registered_model_version)
-        last_bar = int(read_bars(shipment.data_path, shipment.config.data.columns).timestamp[-1])
-        version_tags = {**tags, LAST_BAR_TAG: str(last_bar)}  # `promote` scores only on bars after it
+        timestamps = read_bars(shipment.data_path, shipment.config.data.columns).timestamp
+        version_tags = {**tags, FIRST_BAR_TAG: str(int(timestamps[0])),  # `promote` scores only on bars after the
+                        LAST_BAR_TAG: str(int(timestamps[-1]))}  # last, whatever file or name they come in
         for key, value in version_tags.items():
             client.set_model_version_tag(model_name, str(version), key, value)
         if shipment.description:

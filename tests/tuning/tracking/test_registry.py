@@ -148,6 +148,14 @@ def test_register_run_logs_params_epoch_metrics_tags_and_files(registered):
     assert run.data.tags["mamba_tune.data_digest"] == dataset.digest  # the run's tag, from the same hashing
 
 
+def test_register_run_tags_the_version_with_the_first_and_last_bar_it_trained_on(registered):
+    """`promote` compares new bars with these timestamps, never with a file's path or name."""
+    timestamps = read_bars(registered.folder / "bars.parquet").timestamp
+    tags = registered.client.get_model_version(NAME, "1").tags
+    assert (tags["mamba_tune.data_first_bar_ns"], tags["mamba_tune.data_last_bar_ns"]) == (
+        str(timestamps[0]), str(timestamps[-1]))
+
+
 def test_registered_model_predicts_new_bars_as_the_checkpoint_does(registered, registry_uri):
     loaded = mlflow.pyfunc.load_model(f"models:/{NAME}/1")
     bars_path = registered.folder / "new.parquet"
