@@ -6,18 +6,22 @@ bracket) decides the rest, in units of epochs: rungs at grace_period * reduction
 comparing trials by their best val_loss so far (the epoch a trial would be kept at), so
 one noisy epoch does not stop a trial that is doing well.
 
-Ray Tune does not save the scheduler with the sweep: `resume` gets it as it was pickled at the
-start, its rungs empty. So a restored GatedASHA rebuilds them from the curves the trials
-recorded (`curves`, read when Tune re-adds the sweep's trials, before any trial reports again),
-and a resumed sweep stops the trials an uninterrupted one would have stopped.
+One sweep's search may span several Tune experiments (`tune/`, then `tune-to-N/` for each
+`resume --trials N`), and Ray Tune does not save the scheduler with an experiment: a restored one
+gets it as it was pickled at the experiment's start, its rungs empty, and a new one starts empty.
+So each GatedASHA rebuilds its rungs at the first trial added to it, from the search trials the
+ledger holds (`curves.recorded()`: the search's validation curves, never a confirmation run's);
+restored, it then places each trial Tune re-adds that the ledger does not hold yet (one running
+when the sweep was interrupted) from that trial's own checkpoints (`curves.unrecorded`), until the
+first result. Tune re-adds an experiment's trials before any trial reports again, so a resumed or
+extended sweep stops the trials one uninterrupted scheduler would have stopped.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from ray.tune.schedulers import AsyncHyperBandScheduler, TrialScheduler
 
@@ -34,25 +38,49 @@ class RecordedCurve:
     last_epoch: int
 
 
+class CurveSource(Protocol):
+    """How far the sweep's search trials got (tuning/sweep/trial_files.py's SweepCurves). It must pickle: Tune
+    saves it with the scheduler."""
+
+    def recorded(self) -> dict[str, RecordedCurve]:
+        """Trial id -> curve of each search trial the ledger holds (on the validation segment)."""
+        ...
+
+    def unrecorded(self, trial_id: str) -> RecordedCurve | None:
+        """The curve of a trial the ledger does not hold, from its checkpoints; None when the ledger holds it (at
+        any stage) or it has no checkpoint."""
+        ...
+
+
 class GatedASHA(AsyncHyperBandScheduler):
-    def __init__(self, scheduler: SchedulerConfig, gate: GateConfig,
-                 curves: Callable[[], dict[str, RecordedCurve]] | None = None) -> None:
+    def __init__(self, scheduler: SchedulerConfig, gate: GateConfig, curves: CurveSource | None = None) -> None:
         super().__init__(time_attr="epoch", metric="best_val_loss", mode="min", max_t=scheduler.max_epochs,
                          grace_period=scheduler.grace_period, reduction_factor=scheduler.reduction_factor,
                          brackets=1)
         self.gate = gate
-        self.curves = curves  # trial id -> its recorded curve, read on resume (it must pickle: Tune saves it)
-        self.restored = False
+        self.curves = curves  # where the rungs are rebuilt from (None: they start empty)
+        self.rebuilt = False  # the rungs hold the ledger's search trials (done at the first trial added)
+        self.replaying = False  # restored, no trial has reported yet: the trials added are Tune's re-added ones
+        self.recorded_ids: frozenset[str] = frozenset()  # the trials the rebuild placed from their records
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        """Unpickled: `resume` has it from the sweep's start (one pickled by an older version has no curves)."""
-        self.__dict__.update({"curves": None, **state, "restored": True})
+        """Unpickled: a restored experiment's, as pickled at its start (one pickled by an older version has no
+        curves, and a `restored` flag in place of `rebuilt` and `replaying`)."""
+        state = {k: v for k, v in state.items() if k != "restored"}
+        self.__dict__.update({"curves": None, **state, "rebuilt": False, "replaying": True,
+                              "recorded_ids": frozenset()})
 
     def on_trial_add(self, tune_controller: Any, trial: Any) -> None:
-        if self.restored:  # the first trial a resume re-adds: no trial has reported since the start
-            self.restored = False
-            if self.curves is not None:
-                self.restore_rungs(self.curves())
+        if self.curves is not None:
+            if not self.rebuilt:  # the first trial added: no trial has reported to this scheduler
+                self.rebuilt = True
+                recorded = self.curves.recorded()
+                self.recorded_ids = frozenset(recorded)
+                self.restore_rungs(recorded)
+            if self.replaying and trial.trial_id not in self.recorded_ids:
+                running = self.curves.unrecorded(trial.trial_id)
+                if running is not None:
+                    self.restore_rungs({trial.trial_id: running})
         super().on_trial_add(tune_controller, trial)
 
     def restore_rungs(self, curves: dict[str, RecordedCurve]) -> None:
@@ -72,6 +100,7 @@ class GatedASHA(AsyncHyperBandScheduler):
         return {int(m): {k: self._metric_op * v for k, v in recorded.items()} for m, recorded in bracket._rungs}
 
     def on_trial_result(self, tune_controller: Any, trial: Any, result: dict[str, Any]) -> str:
+        self.replaying = False  # a trial reports: Tune has re-added every trial of a restored experiment
         if gate_decision(self.gate, result["epoch"], result["val_loss"], result["e0_val_loss"],
                          self.gate.baseline_of(result)) is not None:
             return TrialScheduler.STOP  # the gate's stop, or a non-finite loss: ASHA never sees it

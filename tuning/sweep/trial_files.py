@@ -5,8 +5,9 @@
     train/<trial id>/best/epoch_<k>.pt    the best.pt of each epoch k that improved on the best so far:
                                           Train never deletes these, the driver does once it has staged
                                           the one the trial's ledger record names
-With the ledger, the checkpoints' histories also tell how far each trial got (SweepCurves): a
-resumed sweep's scheduler rebuilds its rungs from them.
+The ledger's search records, and the checkpoints' histories of the trials it does not hold yet, tell
+how far each search trial got (SweepCurves): the scheduler of a resumed or extended sweep rebuilds
+its rungs from them.
 
 A result's `checkpoint_path` names the checkpoint folder in the sweep's storage: a local path,
 or a path inside the storage's filesystem (s3://bucket/... gives bucket/...).
@@ -22,6 +23,7 @@ from typing import Any
 
 import pyarrow.fs
 
+from tuning.search.finalists import SEARCH
 from tuning.search.ledger import Ledger, TrialRecord
 from tuning.search.scheduler import RecordedCurve
 from tuning.sweep.record_copies import moved_folder
@@ -147,27 +149,34 @@ def final_checkpoint(fs: pyarrow.fs.FileSystem, named: str | None, train_storage
 
 @dataclass(frozen=True)
 class SweepCurves:
-    """Reads how far each of a sweep's trials got: the scheduler's rungs are rebuilt from it on `resume`.
+    """How far a sweep's search trials got: each Tune experiment's scheduler rebuilds its rungs from it
+    (tuning/search/scheduler.py's CurveSource). Pickles (Tune saves it with the scheduler).
 
-    A trial in the ledger: its record's curve, up to the epoch it stopped at. A trial that was running when
-    the sweep was interrupted: its newest checkpoint's history. Pickles (Tune saves it with the scheduler).
+    recorded: the search trials in the ledger, each its record's validation curve up to the epoch it stopped
+    at. A confirmation run (stage confirm: a finalist trained again, with another seed or on another fold)
+    never met the search's rungs, so it is left out, as is any record of a fold other than the validation one.
+    unrecorded: a trial the ledger does not hold, as far as its newest checkpoint's history goes. The scheduler
+    asks it only of the trials Tune re-adds to a restored experiment (one that was running when the sweep was
+    interrupted), so no other folder in train/ is read (an interrupted confirmation run's); nor is a trial's
+    that the ledger holds, at any stage: its record speaks for it.
     """
 
     ledger_path: Path
     storage: str  # the sweep storage's root (a path or a URI): its filesystem
     train_storage: str  # Ray Train's storage of the sweep's trials
 
-    def __call__(self) -> dict[str, RecordedCurve]:
-        records = Ledger(self.ledger_path).records if self.ledger_path.exists() else {}
-        curves = {k: RecordedCurve(r.val_curve, r.stop_epoch) for k, r in records.items()}
+    def recorded(self) -> dict[str, RecordedCurve]:
+        return {k: RecordedCurve(r.val_curve, r.stop_epoch) for k, r in Ledger(self.ledger_path).records.items()
+                if r.stage == SEARCH and r.fold == 1}  # fold 1: the validation segment
+
+    def unrecorded(self, trial_id: str) -> RecordedCurve | None:
+        if trial_id in Ledger(self.ledger_path).records:
+            return None
         fs = storage_filesystem(self.storage)
-        for entry in _entries(fs, _storage_path(self.train_storage)):
-            if entry.type == pyarrow.fs.FileType.Directory and entry.base_name not in curves:
-                _, history = final_checkpoint(fs, None, self.train_storage, entry.base_name, stop_epoch=10**9)
-                if history:
-                    curves[entry.base_name] = RecordedCurve(tuple(m["val_loss"] for m in history),
-                                                            int(history[-1]["epoch"]))
-        return curves
+        _, history = final_checkpoint(fs, None, self.train_storage, trial_id, stop_epoch=10**9)
+        if not history:
+            return None
+        return RecordedCurve(tuple(m["val_loss"] for m in history), int(history[-1]["epoch"]))
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         """Unpickled with Ray Tune's state, maybe saved by another head: the ledger is in this one's folder."""

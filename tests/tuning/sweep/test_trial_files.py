@@ -130,7 +130,30 @@ def test_sweep_curves_hold_each_recorded_trial_and_each_interrupted_one_as_far_a
     checkpoint(train, "running", "01", 1)
     checkpoint(train, "running", "02", 2)  # interrupted after epoch 2
     (train / "starting").mkdir()  # interrupted before its first checkpoint: nothing to rebuild from
-    curves = pickle.loads(pickle.dumps(SweepCurves(tmp_path / "trials.json", str(tmp_path), str(train))))()
-    assert curves == {"done": RecordedCurve((1.0, 0.6, 0.5), 3),
-                      "running": RecordedCurve((1.0, 0.5, 1.0 / 3), 2)}
-    assert SweepCurves(tmp_path / "none.json", str(tmp_path), str(tmp_path / "nothing"))() == {}
+    curves = pickle.loads(pickle.dumps(SweepCurves(tmp_path / "trials.json", str(tmp_path), str(train))))
+    assert curves.recorded() == {"done": RecordedCurve((1.0, 0.6, 0.5), 3)}
+    assert curves.unrecorded("running") == RecordedCurve((1.0, 0.5, 1.0 / 3), 2)
+    assert curves.unrecorded("done") is None and curves.unrecorded("starting") is None
+    empty = SweepCurves(tmp_path / "none.json", str(tmp_path), str(tmp_path / "nothing"))
+    assert empty.recorded() == {} and empty.unrecorded("running") is None
+
+
+def test_sweep_curves_hold_only_the_search_trials_validation_curves(tmp_path):
+    """Confirmation runs (another seed, another fold) and records of another fold never met the search's rungs; the
+    folder of a run the ledger does not hold (an interrupted confirmation run) is no recorded curve either."""
+    from tuning.search.ledger import Ledger, TrialRecord
+    from tuning.search.scheduler import RecordedCurve
+    from tuning.sweep.trial_files import SweepCurves
+
+    train, ledger = tmp_path / "train", Ledger(tmp_path / "trials.json")
+    for trial_id, stage, fold in (("search", "search", 1), ("seed", "confirm", 1), ("fold2", "confirm", 2),
+                                  ("search-fold2", "search", 2)):
+        ledger.add(TrialRecord(trial_id=trial_id, params={}, stop_reason="asha", stop_epoch=2, best_val_loss=0.5,
+                               best_epoch=2, e0_val_loss=1.0, baseline_persistence=1.0, train_s=1.0,
+                               val_curve=(1.0, 0.6, 0.5), stage=stage, seed=7 if stage == "confirm" else None,
+                               fold=fold, finalist="search" if stage == "confirm" else None))
+        checkpoint(train, trial_id, "01", 4)  # each ran on after its stop
+    checkpoint(train, "interrupted", "01", 3)  # a confirmation run the sweep was interrupted in
+    curves = SweepCurves(tmp_path / "trials.json", str(tmp_path), str(train))
+    assert curves.recorded() == {"search": RecordedCurve((1.0, 0.6, 0.5), 2)}
+    assert [curves.unrecorded(k) for k in ("search", "seed", "fold2", "search-fold2")] == [None] * 4  # in the ledger
