@@ -3,6 +3,10 @@
 Called once a configuration is chosen (never while choosing it): by `mamba-tune train` for its
 best checkpoint and by a sweep for its winner, alone and as a seed ensemble (the mean forecast
 of its runs on other seeds). Everything is in scaled target units, like val_loss.
+
+Per-sample squared errors (squared_errors_on_test_segment, har_squared_errors) are the loss series
+a Diebold-Mariano test (model/diebold_mariano.py) compares; score_squared_errors turns a model's
+series into the same scores as score_on_test_segment, so a checkpoint is loaded once for both.
 """
 
 from __future__ import annotations
@@ -31,10 +35,41 @@ def score_on_test_segment(checkpoint: str | Path, data: Dataset) -> dict[str, An
 
     Evaluated on the device, precision and evaluation batch size the checkpoint trained with.
     """
+    return score_squared_errors(squared_errors_on_test_segment([checkpoint], data), data)
+
+
+def score_squared_errors(errors: np.ndarray, data: Dataset) -> dict[str, Any]:
+    """{test_loss, baseline_har, baseline_persistence, baseline_mean, n_test} from a model's squared errors
+    (n_test,) on the test segment (squared_errors_on_test_segment): score_on_test_segment without loading."""
     _require_test_segment(data)
-    loss = _mse(checkpoint_forecasts(checkpoint, data, data.test_index), data, data.test_index)
-    return {"test_loss": loss, **{f"baseline_{k}": v for k, v in data.test_baselines.items()},
+    if np.shape(errors) != data.test_index.shape:
+        raise ValueError(f"errors must hold one squared error per test sample, shape {data.test_index.shape}, "
+                         f"got {np.shape(errors)}")
+    return {"test_loss": float(np.mean(errors)), **{f"baseline_{k}": v for k, v in data.test_baselines.items()},
             "n_test": len(data.test_index)}
+
+
+def squared_errors_on_test_segment(checkpoints: list[str | Path], data: Dataset) -> np.ndarray:
+    """(n_test,) float64 squared error, per test sample in test_index order, of the mean forecast of the
+    checkpoints' models (of one checkpoint: its model's own forecast); each checkpoint is loaded once.
+
+    Their mean is score_on_test_segment's test_loss (one checkpoint) or score_ensemble's (several).
+    """
+    _require_test_segment(data)
+    if not checkpoints:
+        raise ValueError("checkpoints must name at least one checkpoint, got none")
+    forecasts = [checkpoint_forecasts(c, data, data.test_index) for c in checkpoints]  # each (n_test,)
+    return _squared_errors(np.mean(forecasts, axis=0), data, data.test_index)
+
+
+def har_squared_errors(data: Dataset) -> np.ndarray:
+    """(n_test,) float64 squared error of HAR's forecast of each test sample (test_index order); its mean is
+    data.test_baselines["har"]."""
+    _require_test_segment(data)
+    if data.test_har.shape != data.test_index.shape:
+        raise ValueError(f"the dataset holds {len(data.test_har)} HAR test forecasts for {len(data.test_index)} "
+                         "test samples; make it with model.data.load_dataset, which fills test_har")
+    return _squared_errors(data.test_har, data, data.test_index)
 
 
 def score_ensemble(checkpoints: list[str | Path], data: Dataset) -> dict[str, Any]:
@@ -66,7 +101,12 @@ def checkpoint_forecasts(checkpoint: str | Path, data: Dataset, index: np.ndarra
 
 def _mse(forecasts: np.ndarray, data: Dataset, index: np.ndarray) -> float:
     """Mean squared error of forecasts (n,) against the targets of the samples ending at bars `index` (n,)."""
-    return float(np.mean((forecasts - data.targets[index].astype(np.float64)) ** 2))
+    return float(np.mean(_squared_errors(forecasts, data, index)))
+
+
+def _squared_errors(forecasts: np.ndarray, data: Dataset, index: np.ndarray) -> np.ndarray:
+    """(n,) float64 squared errors of forecasts (n,) against the targets of the samples ending at bars `index` (n,)."""
+    return (forecasts - data.targets[index].astype(np.float64)) ** 2
 
 
 def _require_test_segment(data: Dataset) -> None:

@@ -27,3 +27,44 @@ def one_look_line(scores: dict[str, Any], source: str) -> str:
     """The one look at the test segment, as `train`, `sweep` and `best` print it; source: what was scored."""
     return (f"test loss {scores['test_loss']:.4f} on {scores['n_test']:,} test samples ({source}); "
             f"{versus_baselines(scores['test_loss'], scores)}")
+
+
+SIGNIFICANCE = 0.05  # a Diebold-Mariano p-value below it: the difference from the reference is beyond noise
+
+
+def verdict_line(winner_loss: float, reference_loss: float, pvalue: float, reference: str = "HAR") -> str:
+    """Whether the winner beat `reference` on the test segment, in words, from the two test losses and the
+    Diebold-Mariano p-value of their per-sample losses (model/diebold_mariano.py):
+    'test segment: winner 0.412 vs HAR 0.431 (-4.4%, DM p=0.03): better than HAR'."""
+    change = _percent_change(winner_loss, reference_loss)
+    p = _pvalue_text(pvalue)
+    significant = math.isfinite(pvalue) and pvalue < SIGNIFICANCE
+    if significant and winner_loss < reference_loss:
+        verdict = f"better than {reference}"
+    elif significant and winner_loss > reference_loss:
+        verdict = f"worse than {reference}"
+    else:
+        verdict = f"not distinguishable from {reference} ({p})"
+    return f"test segment: winner {winner_loss:.3f} vs {reference} {reference_loss:.3f} ({change}, DM {p}): {verdict}"
+
+
+def _percent_change(value: float, reference: float) -> str:
+    """'+4.9%': value relative to reference, to a tenth of a percent; n/a when either is not finite and non-zero."""
+    if not finite(value, reference):
+        return "n/a"
+    change = round((value / reference - 1) * 100, 1)
+    return f"{change + 0.0:+.1f}%"  # + 0.0: no '-0.0%'
+
+
+def _pvalue_text(pvalue: float) -> str:
+    """'p=0.03', 'p=0.004', 'p<0.001'; never a rounding that lands on the other side of SIGNIFICANCE
+    (0.0496 is 'p=0.0496', not 'p=0.05')."""
+    if not math.isfinite(pvalue):
+        return "p=n/a"
+    if pvalue < 0.001:
+        return "p<0.001"
+    for places in range(2 if pvalue >= 0.01 else 3, 6):
+        text = f"{pvalue:.{places}f}"
+        if (float(text) < SIGNIFICANCE) == (pvalue < SIGNIFICANCE):
+            return f"p={text}"
+    return f"p<{SIGNIFICANCE}"

@@ -1,0 +1,89 @@
+"""model/holdout.py: per-sample squared errors on the test segment, of checkpoints and of HAR, and their scores."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+from torch.testing import assert_close
+
+from model import holdout
+from model.checkpoint import save_atomic
+from model.config import ModelConfig
+from model.forecaster import Forecaster
+from model.train_config import TrainConfig
+
+SMALL_MODEL = ModelConfig(d_model=32, n_layers=2, d_state=16, headdim=16, chunk_size=16)
+
+
+def write_checkpoint(path, data, seed, head_std=0.3):
+    """An untrained residual Forecaster whose head is random (std head_std; 0: it forecasts HAR exactly)."""
+    config = dataclasses.replace(SMALL_MODEL, n_features=data.n_features, residual=data.residual)
+    torch.manual_seed(seed)
+    model = Forecaster(config)
+    with torch.no_grad():
+        model.head.weight.normal_(std=head_std)  # std 0: zeros
+    save_atomic({"model": model.state_dict(), "model_config": config.to_dict(),
+                 "train_config": TrainConfig(device="cpu").to_dict()}, path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def checkpoints(small_data, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("checkpoints")
+    return [write_checkpoint(folder / f"seed-{seed}.pt", small_data, seed) for seed in (1, 2)]
+
+
+def test_squared_errors_on_test_segment_mean_is_the_test_loss(small_data, checkpoints):
+    errors = holdout.squared_errors_on_test_segment(checkpoints[:1], small_data)
+    assert errors.shape == small_data.test_index.shape and errors.dtype == np.float64
+    scores = holdout.score_on_test_segment(checkpoints[0], small_data)
+    assert_close(float(errors.mean()), scores["test_loss"])
+    assert holdout.score_squared_errors(errors, small_data) == scores
+
+
+def test_squared_errors_on_test_segment_of_several_is_the_ensembles_mean_forecast(small_data, checkpoints):
+    errors = holdout.squared_errors_on_test_segment(checkpoints, small_data)  # (n_test,)
+    assert_close(float(errors.mean()), holdout.score_ensemble(checkpoints, small_data)["test_loss"])
+    alone = [holdout.squared_errors_on_test_segment([c], small_data) for c in checkpoints]
+    assert abs(errors.mean() - np.mean(alone)) > 1e-4  # the error of the mean forecast, not the members' mean error
+
+
+def test_har_squared_errors_mean_is_the_har_baseline(small_data):
+    errors = holdout.har_squared_errors(small_data)
+    assert errors.shape == small_data.test_index.shape
+    assert_close(float(errors.mean()), small_data.test_baselines["har"])
+
+
+def test_squared_errors_on_test_segment_of_an_untrained_residual_model_are_hars(small_data, tmp_path):
+    assert small_data.residual  # the model's last input is HAR's forecast, which a zero head passes through
+    checkpoint = write_checkpoint(tmp_path / "har.pt", small_data, seed=3, head_std=0)
+    model = holdout.squared_errors_on_test_segment([checkpoint], small_data)
+    assert_close(model, holdout.har_squared_errors(small_data), rtol=1e-5, atol=1e-6)  # the input is float32
+
+
+def test_score_squared_errors_refuses_a_series_of_another_length(small_data):
+    n_test = len(small_data.test_index)
+    with pytest.raises(ValueError, match=rf"one squared error per test sample, shape \({n_test},\), "
+                                         rf"got \({n_test - 1},\)"):
+        holdout.score_squared_errors(np.zeros(n_test - 1), small_data)
+
+
+def test_squared_errors_on_test_segment_needs_a_checkpoint(small_data):
+    with pytest.raises(ValueError, match="checkpoints must name at least one checkpoint, got none"):
+        holdout.squared_errors_on_test_segment([], small_data)
+
+
+def test_har_squared_errors_refuses_a_dataset_without_har_test_forecasts(small_data):
+    made_by_hand = dataclasses.replace(small_data, test_har=np.empty(0))
+    with pytest.raises(ValueError, match=r"holds 0 HAR test forecasts for \d+ test samples; make it with "
+                                         r"model.data.load_dataset"):
+        holdout.har_squared_errors(made_by_hand)
+
+
+def test_har_squared_errors_without_a_test_segment_is_no_test_segment(small_data):
+    without = dataclasses.replace(small_data, test_index=np.empty(0, np.int64), test_har=np.empty(0))
+    with pytest.raises(holdout.NoTestSegment, match=r"no test segment \(test_fraction 0\)"):
+        holdout.har_squared_errors(without)
