@@ -160,6 +160,9 @@ class Dataset:
     baselines: dict[str, float]  # validation MSE of "har", "persistence" and "mean" (model/baselines.py)
     test_baselines: dict[str, float]  # the same on the test samples; empty when there are none
     summary: dict[str, Any]
+    # (n_test,) float64 HAR's scaled forecast of each test sample (test_index), for a per-sample comparison on
+    # the test segment (model/holdout.py); empty without a test segment
+    test_har: np.ndarray = field(default_factory=lambda: np.empty(0))
 
     @property
     def n_features(self) -> int:
@@ -192,7 +195,7 @@ def load_dataset(path: str | Path, config: DataConfig = DataConfig()) -> Dataset
     bars = read_bars(path, config.columns)
     features = bar_features(bars, config.input_lookbacks, config.residual,
                             config.input_leverage_lookbacks)  # (n, f) float32, unscaled; har column 0
-    close = bars.close
+    close, first_bar, last_bar = bars.close, int(bars.timestamp[0]), int(bars.timestamp[-1])
     del bars  # the other columns are done with: free them before the targets (10M bars: 400 MB)
     pa.default_memory_pool().release_unused()  # they may live in Arrow's pool, which keeps freed pages
     target, persistence = target_and_persistence(close, features[:, 1], config.target, config.horizon)
@@ -223,11 +226,13 @@ def load_dataset(path: str | Path, config: DataConfig = DataConfig()) -> Dataset
     har = fit_har(past, scaled_target, train_index)  # (n_lookbacks + 1,): intercept, then each lookback
     if config.residual:
         features[:, -1] = har_forecast(past, har, np.arange(n))
-    baselines, test_baselines = ({} if not len(index) else scored_baselines(
-        scaled_target, scaled_persistence, har_forecast(past, har, index), index) for index in (val_index, test_index))
+    val_har, test_har = (har_forecast(past, har, index) for index in (val_index, test_index))  # (n_val,), (n_test,)
+    baselines, test_baselines = ({} if not len(i) else scored_baselines(scaled_target, scaled_persistence, forecast, i)
+                                 for i, forecast in ((val_index, val_har), (test_index, test_har)))
     del past
     summary = {
-        "path": str(path), "n_bars": n, "fold": config.fold, "split_bar": split, "test_bar": test_bar,
+        "path": str(path), "n_bars": n, "first_bar_ns": first_bar, "last_bar_ns": last_bar, "fold": config.fold,
+        "split_bar": split, "test_bar": test_bar,
         "n_train": len(train_index),
         "n_val": len(val_index), "n_test": len(test_index), "target": config.target, "horizon": h, "window": w,
         "features": feature_names(config.input_lookbacks, config.residual, config.input_leverage_lookbacks),
@@ -236,7 +241,7 @@ def load_dataset(path: str | Path, config: DataConfig = DataConfig()) -> Dataset
         "har": {"lookbacks": list(lookbacks), "coefficients": har.tolist()},
     }
     return Dataset(features, scaled_target, train_index, val_index, test_index, w, split, test_bar, scaler,
-                   baselines, test_baselines, summary)
+                   baselines, test_baselines, summary, test_har)
 
 
 def refit_dataset(data: Dataset) -> Dataset:

@@ -6,7 +6,7 @@
     tracking/  MLflow: store, typed writes, spool and sender, the sweep's runs, registry, plots
     search/    the space, the gate, GatedASHA, the Optuna searcher, the ledger, the best configuration
 Imports go down this list (and to `model/`), never back. errors.py, yaml_io.py, progress.py,
-sweep_files.py and uri_secrets.py are shared by every stage.
+sweep_files.py, bars_file.py and uri_secrets.py are shared by every stage.
 """
 
 from tuning import _moved

@@ -3,6 +3,7 @@ before it imports them)."""
 
 import json
 import os
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,11 @@ def is_uri(storage: str) -> bool:
     return "://" in storage
 
 
+def storage_flag(storage: str) -> str:
+    """The ` --storage X` a command about a sweep in `storage` needs ("" for the default storage)."""
+    return "" if storage == DEFAULT_STORAGE else f" --storage {shlex.quote(storage)}"
+
+
 def valid_name(name: Any) -> bool:
     """A sweep name: letters, digits, '-' and '_' (it names a folder and an Optuna study)."""
     return isinstance(name, str) and name.replace("-", "").replace("_", "").isalnum()
@@ -49,10 +55,19 @@ def storage_holds(location: str) -> bool:
                          "the credentials in the environment or the node's instance profile") from None
 
 
-def read_test_look(folder: Path) -> dict[str, Any] | None:
-    """The sweep's test.json (tuning/sweep/one_look.py), or None before its one look."""
+def read_test_looks(folder: Path) -> list[dict[str, Any]]:
+    """Every look the sweep took at its test segment, the first first (test.json, tuning/sweep/one_look.py); []
+    before its first. A test.json written before looks were kept as a list holds one look, the object itself."""
     path = folder / TEST_LOOK
-    return json.loads(path.read_text()) if path.exists() else None
+    if not path.exists():
+        return []
+    looks = json.loads(path.read_text())
+    return looks if isinstance(looks, list) else [looks]
+
+
+def latest_look(folder: Path, trial_id: str) -> dict[str, Any] | None:
+    """The newest look at the test segment that scored trial `trial_id`; None when none did."""
+    return next((look for look in reversed(read_test_looks(folder)) if look["trial_id"] == trial_id), None)
 
 
 def unwritable_reason(folder: Path) -> str | None:

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from model.bars import DataError, read_bars
-from model.data import DataConfig, Dataset, load_dataset
+from model.data import DataConfig, Dataset, load_dataset, refit_dataset
 from model.features import BAR_FEATURES, TARGETS, bar_features, target_and_persistence
 from model.synth import synth_bars
 from tests.bars import write_bars
@@ -53,7 +53,8 @@ def bars_features_and_targets(bars, config):
     return features, target, persistence
 
 
-def test_load_dataset_shapes_and_dtypes(dataset):
+def test_load_dataset_shapes_and_dtypes(dataset, bars_file):
+    bars = read_bars(bars_file)
     assert dataset.features.shape == (N_BARS, len(BAR_FEATURES))
     assert dataset.features.dtype == np.float32
     assert dataset.features.flags.c_contiguous
@@ -65,7 +66,8 @@ def test_load_dataset_shapes_and_dtypes(dataset):
     assert dataset.test_index.dtype == np.int64
     assert (dataset.split_bar, dataset.test_bar) == (2100, 2700)  # 70 / 20 / 10
     assert dataset.summary == {
-        "path": str(dataset.summary["path"]), "n_bars": N_BARS, "fold": 1, "split_bar": 2100, "test_bar": 2700,
+        "path": str(dataset.summary["path"]), "n_bars": N_BARS, "first_bar_ns": int(bars.timestamp[0]),
+        "last_bar_ns": int(bars.timestamp[-1]), "fold": 1, "split_bar": 2100, "test_bar": 2700,
         "n_train": len(dataset.train_index), "n_val": len(dataset.val_index), "n_test": len(dataset.test_index),
         "target": "volatility", "horizon": CONFIG.horizon, "window": CONFIG.window, "features": list(BAR_FEATURES),
         "vol_lookbacks": [], "leverage_lookbacks": [], "residual_to": "none", "har": {"lookbacks": [1, 6, 24, 60], "coefficients": dataset.summary["har"]["coefficients"]},
@@ -437,3 +439,21 @@ def test_dataset_shared_read_only_gives_the_same_batches(tmp_path):
     expected_inputs, expected_targets = data.batch(data.val_index[:5])
     torch.testing.assert_close(inputs, expected_inputs, rtol=0, atol=0)
     torch.testing.assert_close(targets, expected_targets, rtol=0, atol=0)
+
+
+def test_load_dataset_test_har_is_hars_forecast_of_each_test_sample(bars_file, dataset):
+    features, _, _ = raw(bars_file)
+    design = np.array([[1.0] + [log_volatility_over(features[:, 1], i, n) for n in (1, 6, 24, 60)]
+                       for i in dataset.test_index])  # (n_test, 5), written out
+    assert dataset.test_har.shape == dataset.test_index.shape and dataset.test_har.dtype == np.float64
+    torch.testing.assert_close(as_tensor(dataset.test_har),
+                               as_tensor(design @ np.array(dataset.summary["har"]["coefficients"])),
+                               rtol=1e-4, atol=1e-4)
+    squared = (dataset.test_har - dataset.targets[dataset.test_index].astype(np.float64)) ** 2  # (n_test,)
+    torch.testing.assert_close(float(squared.mean()), dataset.test_baselines["har"])
+    torch.testing.assert_close(as_tensor(refit_dataset(dataset).test_har), as_tensor(dataset.test_har))
+
+
+def test_load_dataset_test_har_is_empty_without_a_test_segment(bars_file):
+    ds = load_dataset(bars_file, DataConfig(window=32, horizon=6, val_fraction=0.2, test_fraction=0))
+    assert ds.test_har.shape == (0,)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -10,7 +11,7 @@ from pathlib import Path
 import yaml
 
 from tests.cli import ROOT, cli_command, cli_env
-from tuning.sweep_files import LEDGER
+from tuning.sweep_files import LEDGER, MANIFEST
 
 # Built to show every way a trial ends: the initial points run first, in order. The first
 # learns well; the second's learning rate is too small to get 10% better than E0 by the gate
@@ -74,3 +75,26 @@ def start_after_first_trial(*args: str, timeout_s: float = 600) -> subprocess.Po
         time.sleep(0.5)
     return process
 
+
+
+def copy_sweep(finished_sweep: tuple, dest: Path) -> tuple[Path, str]:
+    """A copy of the session's finished sweep (tests/conftest.py) in `dest`, its storage and its MLflow store, its
+    manifest pointing at the copies: a test may break it. -> (the copy's storage, its tracking URI)."""
+    _, storage, uri, _ = finished_sweep
+    shutil.copytree(storage, dest / "sweeps")
+    (dest / "mlflow").mkdir()
+    shutil.copyfile(uri.removeprefix("sqlite:///"), dest / "mlflow" / "mlflow.db")
+    copied_uri = f"sqlite:///{dest / 'mlflow' / 'mlflow.db'}"
+    manifest = json.loads((dest / "sweeps" / "t" / MANIFEST).read_text())
+    manifest.update(ray_storage=str(dest / "sweeps"), tracking_uri=copied_uri)
+    (dest / "sweeps" / "t" / MANIFEST).write_text(json.dumps(manifest))
+    return dest / "sweeps", copied_uri
+
+
+def sweep_run(uri: str, name: str = "t"):
+    """The sweep's parent run in the MLflow store at `uri`."""
+    import mlflow
+
+    client = mlflow.MlflowClient(uri)
+    (run,) = client.search_runs([client.get_experiment_by_name(name).experiment_id], "tags.`mamba_tune.role` = 'sweep'")
+    return run

@@ -7,16 +7,17 @@ import argparse
 import sys
 from pathlib import Path
 
+from tuning.bars_file import require_same_bars
 from tuning.cli.help import subcommand
 from tuning.cli.sweep_report import print_finalists, print_test_look
 from tuning.errors import UsageError
 from tuning.search.best_config import train_command, write_best_config
-from tuning.search.finalists import seed_members, winner
+from tuning.search.finalists import Unconfirmed, seed_members, winner
 from tuning.search.ledger import Ledger, TrialRecord
 from tuning.search.recipe import TrainingRecipe
-from tuning.search.space import parse_space
+from tuning.search.space import SweepSpace, parse_space
 from tuning.sweep.manifest import SweepManifest, read_manifest
-from tuning.sweep_files import DEFAULT_STORAGE, LEDGER, MANIFEST, STUDY, read_test_look, sweep_paths
+from tuning.sweep_files import DEFAULT_STORAGE, LEDGER, MANIFEST, STUDY, latest_look, storage_flag, sweep_paths
 from tuning.tracking.store import TrackingStore, open_store, resolve_store
 
 CHALLENGER = "challenger"  # the alias `best --register` gives by default
@@ -40,6 +41,9 @@ def add_command(commands: argparse._SubParsersAction) -> None:
                       "winner's alone)")
     best.add_argument("--alias", help="the alias --register gives the new version, moved from any version it named "
                       "(default challenger)")
+    best.add_argument("--unconfirmed", action="store_true", help="take the best finalist so far although some of its "
+                      "confirmation runs have no result (interrupted or failed; `resume` runs them): its YAML, MLflow "
+                      "tags and registered version say unconfirmed")
     best.add_argument("--tracking-uri", help="MLflow store for --register (default: the one the sweep logged to)")
     best.add_argument("--experiment", metavar="NAME", help="MLflow experiment of the --register run (default "
                       "production)")
@@ -51,22 +55,23 @@ def cmd_best(args: argparse.Namespace) -> int:
     manifest = read_manifest(paths)
     space = parse_space(manifest.space, str(paths.folder / MANIFEST))
     records = list(Ledger(paths.folder / LEDGER).records.values())
-    best = winner(records, space.confirm)
-    if best is None:
-        raise UsageError(f"sweep {args.name!r} has no completed trial yet ({len(records)} finished, none ran all "
-                         f"{space.scheduler.max_epochs} epochs); resume it or widen the space")
+    best = _winner(args, records, space)
     members = _ensemble(args, records, best)
     out = args.out or paths.folder / "best.yaml"
     if out.exists() and not args.force:
         raise UsageError(f"{out} exists and is never overwritten by default; pass --force or choose another --out")
     store = _open_registry(args, manifest)  # before anything is written: an unreachable store fails in seconds
-    config = write_best_config(space, best, args.name, manifest.data, out, records)
+    if store is not None:  # the model ships with the bars it was tuned on, or not at all
+        require_same_bars(manifest.data, manifest.bars_sha256, f"sweep {args.name!r}",
+                          "restore the file the sweep ran on; nothing was registered")
+    config = write_best_config(space, best, args.name, manifest.data, out, records, manifest.bars_sha256)
     print_finalists(records, space)
-    print(f"wrote {out}: lr {config.train.lr:.3g}, weight decay {config.train.weight_decay:.3g}, "
+    unconfirmed = " UNCONFIRMED (best --unconfirmed)" if config.tuned.unconfirmed else ""
+    print(f"wrote {out}{unconfirmed}: lr {config.train.lr:.3g}, weight decay {config.train.weight_decay:.3g}, "
           f"batch {config.train.batch_size}, {config.train.epochs} epochs (best val_loss {best.best_val_loss:.4f})")
     print(f"train it: {train_command(manifest.data, out)}")
-    test = read_test_look(paths.folder)
-    if test is not None and test["trial_id"] == best.trial_id:
+    test = latest_look(paths.folder, best.trial_id)
+    if test is not None:
         print_test_look(test, paths.folder)
     from tuning.search.importance import load_importances
 
@@ -75,6 +80,21 @@ def cmd_best(args: argparse.Namespace) -> int:
     if importances is not None:
         print(importances.describe())
     return _register_winner(args, store, paths.folder, manifest, members, config, out) if store is not None else 0
+
+
+def _winner(args: argparse.Namespace, records: list[TrialRecord], space: SweepSpace) -> TrialRecord:
+    """The confirmed winner; with --unconfirmed, the best finalist on the runs it has. UsageError when there is
+    none, or its confirmation is incomplete and --unconfirmed is not given."""
+    try:
+        best = winner(records, space.confirm, space.run.train.seed, unconfirmed=args.unconfirmed)
+    except Unconfirmed as missing:
+        raise UsageError(f"sweep {args.name!r} has no confirmed winner yet: {missing}; run them with `mamba-tune "
+                         f"resume {args.name}{storage_flag(args.storage)}`, or pass --unconfirmed to take the best "
+                         "finalist so far (marked unconfirmed)") from None
+    if best is None:
+        raise UsageError(f"sweep {args.name!r} has no completed trial yet ({len(records)} finished, none ran all "
+                         f"{space.scheduler.max_epochs} epochs); resume it or widen the space")
+    return best
 
 
 def _ensemble(args: argparse.Namespace, records: list[TrialRecord], best: TrialRecord) -> list[TrialRecord]:
@@ -120,7 +140,8 @@ def _register_winner(args: argparse.Namespace, store: TrackingStore, folder: Pat
 
     with tempfile.TemporaryDirectory(prefix="mamba-tune-ship-") as staging:
         best = members[0]
-        shipment = stage_winner(folder, manifest, best, config, config_file, Path(staging), members)
+        shipment = stage_winner(folder, manifest, best, config, config_file, Path(staging), members,
+                                config.tuned.unconfirmed)
         try:
             done = register_model(store, args.experiment, args.register, shipment, alias=args.alias)
         except (MlflowException, OSError) as exc:

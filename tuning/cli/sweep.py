@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 import logging
 import math
-import shlex
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -20,7 +19,7 @@ from tuning.cluster.ray_address import ray_address
 from tuning.errors import UsageError
 from tuning.progress import LOGGER as PROGRESS_LOGGER
 from tuning.progress import EpochEnded, Note, TrialEnded, TrialStarted, event_of
-from tuning.search.finalists import CONFIRM, SEARCH, winner
+from tuning.search.finalists import CONFIRM, SEARCH, pending_runs, winner
 from tuning.search.ledger import Ledger, best_record
 from tuning.search.resources import fullest_plan, gpus_on
 from tuning.search.space import AUTO, parse_space
@@ -30,9 +29,9 @@ from tuning.sweep_files import (
     DEFAULT_STORAGE,
     LEDGER,
     RAY_LOG,
-    TRACKING_SPOOL,
     SweepPaths,
     is_uri,
+    storage_flag,
     sweep_paths,
     unwritable_reason,
     valid_name,
@@ -170,13 +169,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     finished = Ledger(paths.folder / LEDGER).records
     searched_all = sum(r.stage == SEARCH for r in finished.values()) >= manifest.trials
     if searched_all and not confirmation_runs(paths.folder / LEDGER, space):
-        print(f"sweep {args.name} has finished all {manifest.trials} trials and its confirmation runs; "
-              "nothing to resume")
-        session.end_lost_trials(paths)
-        if (paths.folder / TRACKING_SPOOL).exists():  # MLflow writes it could not send: now
-            _unsent(session.send_pending(store, open_store(store), paths, manifest, list(finished)))
-        print_leaderboard(list(finished.values()))
-        return 0
+        return _finish(session, store, paths, manifest, space, data, list(finished.values()))
     client = open_store(store)  # an unreachable tracking server fails here, before Ray starts
     started = session.start_ray(args.address)
     try:
@@ -186,6 +179,29 @@ def cmd_resume(args: argparse.Namespace) -> int:
     finally:
         if started:
             session.ray.shutdown()
+
+
+def _finish(session: Any, store: Any, paths: SweepPaths, manifest: SweepManifest, space: Any, data: Any,
+            records: list) -> int:
+    """`resume` of a sweep whose trials and confirmation runs have all ended: only what its driver left undone
+    (the look at the test segment, MLflow writes it saved), without Ray."""
+    session.end_lost_trials(paths)
+    done = session.finish(store, open_store(store), paths, manifest, space, data)
+    _unsent(done.tracking_unsent)
+    print_leaderboard(records)
+    print_finalists(records, space)
+    if not done.looked:
+        print(f"sweep {paths.name} has finished all {manifest.trials} trials and its confirmation runs; "
+              "nothing to resume")
+        return 0
+    if done.look_failure:
+        print(f"error: test segment: {done.look_failure}; `mamba-tune resume {paths.name}` tries again",
+              file=sys.stderr)
+        return 1
+    print(f"sweep {paths.name} had finished its trials and confirmation runs but not its look at the test segment: "
+          "taken now")
+    print_test_look(done.test, paths.folder)
+    return 0
 
 
 def settle_gpus(values: dict[str, Any], space: Any, gpus: float, source: str) -> tuple[dict[str, Any], Any]:
@@ -227,7 +243,7 @@ def _run(session: Any, paths: Any, space: Any, data: Any, manifest: SweepManifes
     from tuning.cli.ray_output import ray_output_to
     from tuning.sweep.driver_mark import driving
 
-    resume_hint = f"mamba-tune resume {paths.name}{_storage_flag(storage)}"
+    resume_hint = f"mamba-tune resume {paths.name}{storage_flag(storage)}"
     try:
         # `mamba-tune list` says running while this process drives it; Ray's own lines go to ray.log
         with driving(paths.folder), ray_output_to(paths.folder / RAY_LOG):
@@ -265,11 +281,8 @@ def _run_sweep(session: Any, paths: Any, space: Any, data: Any, manifest: SweepM
     print_leaderboard(records)
     print_finalists(records, space)
     if outcome.interrupted:
-        searched = sum(r.stage == SEARCH for r in records)
-        print(f"interrupted with {searched} of {trials} trials finished; continue with `{resume_hint}`",
-              file=sys.stderr)
-        return 130
-    best = winner(records, space.confirm)
+        return _incomplete(records, space, trials, resume_hint)
+    best = winner(records, space.confirm, space.run.train.seed)
     if best is None:
         reasons = ", ".join(f"{n} {k}" for k in ("asha", "gate", "nan", "error")
                             if (n := sum(r.stop_reason == k for r in records)))
@@ -278,19 +291,33 @@ def _run_sweep(session: Any, paths: Any, space: Any, data: Any, manifest: SweepM
         return 1
     confirmed = " (the confirmed winner)" if space.confirm else ""
     print(f"\nbest: trial {best.trial_id}{confirmed}; export it with `mamba-tune best {paths.name}"
-          f"{_storage_flag(storage)}`")
+          f"{storage_flag(storage)}`")
+    if outcome.look_failure:
+        print(f"error: test segment: {outcome.look_failure}; `{resume_hint}` tries again", file=sys.stderr)
+        return 1
     print_test_look(outcome.test, paths.folder)
     return 0
+
+
+def _incomplete(records: list, space: Any, trials: int, resume_hint: str) -> int:
+    """What a sweep that stopped short says: interrupted (130), or confirmation runs that failed (1)."""
+    searched = sum(r.stage == SEARCH for r in records)
+    pending = pending_runs(records, space.confirm, space.run.train.seed) if space.confirm is not None else []
+    failed = {(r.finalist, r.seed, r.fold) for r in records if r.stage == CONFIRM and r.stop_reason == "error"}
+    if searched >= trials and pending and all((p.finalist, p.seed, p.fold) in failed for p in pending):
+        print(f"error: {len(pending)} confirmation run(s) failed, and a failed run is no result, so no winner is "
+              f"chosen; run them again with `{resume_hint}`", file=sys.stderr)
+        return 1
+    confirming = f", {len(pending)} confirmation run(s) to go" if searched >= trials and pending else ""
+    print(f"interrupted with {searched} of {trials} trials finished{confirming}; continue with `{resume_hint}`",
+          file=sys.stderr)
+    return 130
 
 
 def _unsent(count: int) -> None:
     if count:
         print(f"warning: {count} MLflow write(s) could not be sent and wait in the sweep's folder; "
               "they are sent by the next `mamba-tune resume` of this sweep, once the store answers", file=sys.stderr)
-
-
-def _storage_flag(storage: str) -> str:
-    return "" if storage == DEFAULT_STORAGE else f" --storage {shlex.quote(storage)}"
 
 
 class _Progress(logging.Handler):

@@ -6,10 +6,10 @@ import math
 from pathlib import Path
 from typing import Any
 
-from tuning.cli.figures import finite, one_look_line, ratio
+from tuning.cli.figures import finite, one_look_line, ratio, verdict_line
 from tuning.search.finalists import finalist_scores
 from tuning.search.ledger import TrialRecord, leaderboard
-from tuning.sweep_files import TEST_LOOK
+from tuning.sweep_files import TEST_LOOK, read_test_looks
 
 
 def print_leaderboard(records: list[TrialRecord]) -> None:
@@ -34,28 +34,40 @@ def short(trial_id: str) -> str:
 
 def print_finalists(records: list[TrialRecord], space: Any) -> None:
     """Each finalist's mean best val_loss over its seeds and folds, the winner first (nothing without confirm)."""
-    scores = finalist_scores(records, space.confirm) if space.confirm is not None else []
+    scores = finalist_scores(records, space.confirm, space.run.train.seed) if space.confirm is not None else []
     if not scores:
         return
     seeds = ", ".join(str(s) for s in (space.run.train.seed, *space.confirm.seeds))
     print(f"\nfinalists (confirm: top {space.confirm.top_k}; seeds {seeds}; {space.confirm.folds} fold(s)):")
     for rank, s in enumerate(scores, start=1):
         p = s.record.params
+        runs = f"runs {s.n}/{s.planned}" + ("" if s.complete else " unconfirmed")
         print(f"{rank:<3}{short(s.record.trial_id):<14}lr {p.get('learning_rate', math.nan):.2e}  "
               f"wd {p.get('weight_decay', math.nan):.2e}  batch {p.get('batch_size', '-'):<5}  "
-              f"val {s.mean:.4f} +- {s.std:.4f} (n={s.n})  search alone {s.record.best_val_loss:.4f}")
+              f"val {s.mean:.4f} +- {s.std:.4f} ({runs})  search alone {s.record.best_val_loss:.4f}")
 
 
 def print_test_look(test: dict[str, Any] | None, folder: Path) -> None:
-    """The winner's one look at the test segment, or why there is none."""
+    """The winner's look at the test segment, how many looks the sweep took, and the verdict against HAR (and the
+    untuned configuration); or why there is none."""
     if test is None:
-        print("test: none (no test segment, or the winner's checkpoint is gone)")
+        print("test: none (the data have no test segment)")
         return
+    looks = len(read_test_looks(folder))
     scored = f"trial {test['trial_id']}, best.pt of epoch {test['best_epoch']}"
-    print(f"test: {one_look_line(test, scored)}; in {folder / TEST_LOOK} (looked at once, after the winner was chosen)")
+    counted = "looked at once, after the winner was chosen" if looks == 1 else \
+        f"look {test.get('look', looks)} of {looks}: each extension whose winner changed looked again"
+    print(f"test: {one_look_line(test, scored)}; in {folder / TEST_LOOK} ({counted})")
     ensemble = test.get("ensemble")
     if ensemble:
         members = ", ".join(f"{loss:.4f}" for loss in ensemble["member_test_losses"])
         source = f"seed ensemble: the mean forecast of {ensemble['n_members']} runs"
         line = one_look_line({**test, "test_loss": ensemble["test_loss"]}, source)
         print(f"test: {line}; its runs alone {members}; ship it with `best --register MODEL --ensemble`")
+    initial = test.get("vs_initial")
+    if initial:
+        line = verdict_line(test["test_loss"], initial["test_loss"], initial["dm_pvalue"], "the untuned configuration")
+        print(f"{line}; the untuned configuration is trial {initial['trial_id']}, the space's first initial point, "
+              "for reference: it chooses nothing")
+    if "vs_har" in test:
+        print(verdict_line(test["test_loss"], test["vs_har"]["test_loss"], test["vs_har"]["dm_pvalue"]))

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from model.atomic import atomic_path, write_text_atomic
 from model.data import Dataset, load_dataset, refit_dataset
 from model.train_config import PRECISIONS
+from tuning.bars_file import require_same_bars
 from tuning.cli.data import parse_columns
 from tuning.cli.figures import one_look_line, versus_baselines
 from tuning.cli.help import subcommand
@@ -201,6 +202,8 @@ def _recipe(args: argparse.Namespace) -> TrainingRecipe:
             raise UsageError("--refit trains a sweep's winner for its best epoch count, which its best.yaml names "
                              "(its tuned: section); pass --config of a best.yaml from `mamba-tune best`")
         config = dataclasses.replace(config, tuned=dataclasses.replace(config.tuned, refit=True))
+        require_same_bars(args.data, config.tuned.data_sha256, f"trial {config.tuned.trial} of sweep "
+                          f"{config.tuned.sweep}", "refit it with --data of the file the sweep ran on")
         config = config.replace("train", epochs=args.epochs or config.tuned.best_epoch)
     from model.training import resolve_device
 

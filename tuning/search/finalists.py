@@ -8,7 +8,10 @@ its search trial already is (the run's seed, fold 1). Fold 1 is the validation s
 validates on the segment just before fold f-1's and trains on every bar before it (model/data.py);
 the test segment is never used. A finalist's score is the mean of the best val losses of all its
 runs, its search trial included, with their standard deviation and count; the winner has the lowest
-mean. Pure logic over ledger records: the sweep runs the runs (tuning/sweep/confirmation.py).
+mean, and is chosen only once every finalist has a result for each of its planned runs: a finalist scored
+on fewer would be ranked by its search loss, the optimistic minimum that made it a finalist. A diverged
+run is a result (inf: its finalist ranks last); a failed one (error) is not, and is run again by `resume`.
+Pure logic over ledger records: the sweep runs the runs (tuning/sweep/confirmation.py).
 """
 
 from __future__ import annotations
@@ -64,11 +67,21 @@ class ConfirmRun:
 @dataclass(frozen=True)
 class FinalistScore:
     record: TrialRecord  # the finalist's search trial (the run's seed, fold 1): what `best` exports
-    losses: tuple[float, ...]  # best val_loss of each of its runs, its search trial first
+    losses: tuple[float, ...]  # the loss of each of its results, its search trial first (a diverged run: inf)
+    planned: int  # its runs in all, its search trial included: (1 + len(seeds)) x folds
 
     @property
     def n(self) -> int:
         return len(self.losses)
+
+    @property
+    def complete(self) -> bool:
+        """Every planned run has a result: only then is the finalist ranked."""
+        return self.n >= self.planned
+
+    @property
+    def missing(self) -> int:
+        return max(self.planned - self.n, 0)
 
     @property
     def mean(self) -> float:
@@ -82,6 +95,30 @@ class FinalistScore:
         return statistics.stdev(self.losses) if self.n > 1 else 0.0
 
 
+class Unconfirmed(Exception):
+    """The winner was asked for before every finalist's planned runs had a result."""
+
+    def __init__(self, scores: list[FinalistScore]) -> None:
+        self.scores = [s for s in scores if not s.complete]  # the finalists with runs missing, best first
+        super().__init__(describe_missing(self.scores))
+
+    @property
+    def missing(self) -> int:
+        return sum(s.missing for s in self.scores)
+
+
+def is_result(run: TrialRecord) -> bool:
+    """Whether a confirmation run's record is a result: it trained to its end, or diverged (a NaN is an answer:
+    its loss is inf). One that failed (a worker lost past max_failures, a storage error) is not: `resume` runs
+    it again."""
+    return run.stop_reason != "error"
+
+
+def run_loss(run: TrialRecord) -> float:
+    """What a result counts for in its finalist's mean: its best val_loss, or inf when it diverged."""
+    return math.inf if run.stop_reason == "nan" else run.best_val_loss
+
+
 def finalists(records: list[TrialRecord], top_k: int) -> list[TrialRecord]:
     """The top_k completed search trials by best val_loss, best first."""
     completed = [r for r in records if r.stage == SEARCH and r.stop_reason == "completed"
@@ -89,26 +126,37 @@ def finalists(records: list[TrialRecord], top_k: int) -> list[TrialRecord]:
     return sorted(completed, key=lambda r: r.best_val_loss)[:top_k]
 
 
+def planned_runs(finalist: TrialRecord, confirm: ConfirmConfig, base_seed: int) -> list[ConfirmRun]:
+    """Every confirmation run of a finalist: each (seed, fold) but its search trial's own (base_seed, 1)."""
+    return [ConfirmRun(finalist.trial_id, dict(finalist.params), seed, fold)
+            for seed in (base_seed, *confirm.seeds) for fold in range(1, confirm.folds + 1)
+            if (seed, fold) != (base_seed, 1)]
+
+
+def _results(records: list[TrialRecord], finalist: str) -> dict[tuple[int, int], TrialRecord]:
+    """(seed, fold) -> the finalist's confirmation run there that has a result (the latest, were there two)."""
+    return {(r.seed, r.fold): r for r in records if r.stage == CONFIRM and r.finalist == finalist and is_result(r)}
+
+
 def pending_runs(records: list[TrialRecord], confirm: ConfirmConfig, base_seed: int) -> list[ConfirmRun]:
-    """The confirmation runs not yet in the ledger, finalist by finalist."""
-    done = {(r.finalist, r.seed, r.fold) for r in records if r.stage == CONFIRM}
+    """The confirmation runs with no result in the ledger yet (never run, interrupted, or failed), finalist by
+    finalist."""
     runs = []
     for finalist in finalists(records, confirm.top_k):
-        for seed in (base_seed, *confirm.seeds):
-            for fold in range(1, confirm.folds + 1):
-                if (seed, fold) != (base_seed, 1) and (finalist.trial_id, seed, fold) not in done:
-                    runs.append(ConfirmRun(finalist.trial_id, dict(finalist.params), seed, fold))
+        done = _results(records, finalist.trial_id)
+        runs += [run for run in planned_runs(finalist, confirm, base_seed) if (run.seed, run.fold) not in done]
     return runs
 
 
-def finalist_scores(records: list[TrialRecord], confirm: ConfirmConfig) -> list[FinalistScore]:
-    """Each finalist's losses over its search trial and its recorded confirmation runs, lowest mean first."""
+def finalist_scores(records: list[TrialRecord], confirm: ConfirmConfig, base_seed: int) -> list[FinalistScore]:
+    """Each finalist's losses over its search trial and its recorded results; the complete ones by lowest mean
+    first, then those with runs missing (ranked by what they have, for the leaderboard alone)."""
     scores = []
     for finalist in finalists(records, confirm.top_k):
-        runs = sorted((r for r in records if r.stage == CONFIRM and r.finalist == finalist.trial_id),
-                      key=lambda r: (r.seed, r.fold))
-        scores.append(FinalistScore(finalist, (finalist.best_val_loss, *(r.best_val_loss for r in runs))))
-    return sorted(scores, key=lambda s: (s.mean, s.record.best_val_loss))
+        results = sorted(_results(records, finalist.trial_id).values(), key=lambda r: (r.seed, r.fold))
+        scores.append(FinalistScore(finalist, (finalist.best_val_loss, *map(run_loss, results)),
+                                    1 + confirm.runs_per_finalist))
+    return sorted(scores, key=lambda s: (not s.complete, s.mean, s.record.best_val_loss))
 
 
 def seed_members(records: list[TrialRecord], chosen: TrialRecord) -> list[TrialRecord]:
@@ -120,10 +168,25 @@ def seed_members(records: list[TrialRecord], chosen: TrialRecord) -> list[TrialR
     return [chosen, *others]
 
 
-def winner(records: list[TrialRecord], confirm: ConfirmConfig | None) -> TrialRecord | None:
-    """The configuration the sweep hands over: the finalist with the lowest mean when finalists were
-    confirmed, else the completed search trial with the lowest val_loss (None when none completed)."""
-    if confirm is not None and any(r.stage == CONFIRM for r in records):
-        scores = finalist_scores(records, confirm)
-        return scores[0].record if scores else None
-    return best_record(records)
+def winner(records: list[TrialRecord], confirm: ConfirmConfig | None, base_seed: int,
+           unconfirmed: bool = False) -> TrialRecord | None:
+    """The configuration the sweep hands over: with confirmation, the finalist with the lowest mean over all its
+    planned runs, chosen only once every finalist has them all (else Unconfirmed is raised; `unconfirmed` ranks
+    by the results there are instead); without, the completed search trial with the lowest val_loss. None when no
+    search trial completed."""
+    if confirm is None:
+        return best_record(records)
+    scores = finalist_scores(records, confirm, base_seed)
+    if not scores:
+        return None
+    if not unconfirmed and not all(s.complete for s in scores):
+        raise Unconfirmed(scores)
+    return min(scores, key=lambda s: (s.mean, s.record.best_val_loss)).record
+
+
+def describe_missing(scores: list[FinalistScore]) -> str:
+    """"3 confirmation runs have no result (finalist X: 2 of 3, finalist Y: 1 of 3)"."""
+    missing = sum(s.missing for s in scores)
+    each = ", ".join(f"finalist {s.record.trial_id}: {s.missing} of {s.planned - 1}" for s in scores if s.missing)
+    return f"{missing} confirmation run{'s' if missing != 1 else ''} {'have' if missing != 1 else 'has'} no " \
+           f"result ({each})"

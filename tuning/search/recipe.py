@@ -37,6 +37,8 @@ class Tuned:
     best_epoch: int  # the trial's best epoch: the epochs a refit trains
     best_val_loss: float
     refit: bool = False
+    data_sha256: str | None = None  # the bars file the sweep ran on (tuning/bars_file.py): a refit takes no other
+    unconfirmed: bool = False  # chosen by `best --unconfirmed`, with confirmation runs missing
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> Tuned:

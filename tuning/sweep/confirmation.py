@@ -4,7 +4,8 @@ The runs are trials of the same sweep: the same trainable, Ray Train path, resou
 (ledger, progress, MLflow runs nested under the sweep's, tagged mamba_tune.stage=confirm). They run
 in a Ray Tune experiment of their own (tune-confirm/), with no searcher sampling them (Optuna never
 sees them), no scheduler and no gate: each goes to its last epoch unless its loss turns non-finite.
-An interrupted stage is started again by `resume`, for the runs the ledger does not hold yet.
+An interrupted stage is started again by `resume`, for the runs the ledger holds no result of yet: those
+never run, interrupted, or failed (an error is not a result; a diverged run is).
 """
 
 from __future__ import annotations
@@ -69,12 +70,12 @@ def record_in_study(ledger_path: Path, space: SweepSpace, study_url: str, study_
     study = optuna.load_study(study_name=study_name, storage=study_url)
     numbers = {t.user_attrs.get("ray_trial_id"): t.number for t in study.trials}
     records = list(Ledger(ledger_path).records.values())
-    for score in finalist_scores(records, space.confirm):
-        runs = [{"trial_id": r.trial_id, "seed": r.seed, "fold": r.fold, "best_val_loss": r.best_val_loss}
-                for r in records if r.finalist == score.record.trial_id]
+    for score in finalist_scores(records, space.confirm, space.run.train.seed):
+        runs = [{"trial_id": r.trial_id, "seed": r.seed, "fold": r.fold, "best_val_loss": r.best_val_loss,
+                 "stop_reason": r.stop_reason} for r in records if r.finalist == score.record.trial_id]
         study.set_user_attr(f"finalist.{score.record.trial_id}", {
             "optuna_trial": numbers.get(score.record.trial_id), "mean": score.mean, "std": score.std, "n": score.n,
-            "runs": runs})
+            "planned": score.planned, "runs": runs})
 
 
 def _fold_datasets(space: SweepSpace, runs: list[ConfirmRun], path: str) -> dict[int, ray.ObjectRef]:

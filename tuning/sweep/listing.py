@@ -11,12 +11,12 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from tuning.search.finalists import SEARCH, pending_runs, winner
+from tuning.search.finalists import SEARCH, Unconfirmed, pending_runs, winner
 from tuning.search.ledger import Ledger
 from tuning.search.space import parse_space
 from tuning.sweep.driver_mark import running_driver
 from tuning.sweep.manifest import SweepManifest
-from tuning.sweep_files import LEDGER, MANIFEST, read_test_look
+from tuning.sweep_files import LEDGER, MANIFEST, latest_look
 
 RUNNING, FINISHED, INTERRUPTED = "running", "finished", "interrupted"
 
@@ -28,7 +28,7 @@ class SweepSummary:
     driver: str | None  # "pid N" while running
     finished: int  # search trials in the ledger
     trials: int  # asked for
-    best_val_loss: float  # the winner's (nan before a trial completed)
+    best_val_loss: float  # the confirmed winner's (nan before there is one)
     test_loss: float  # the winner's one look at the test segment (nan before it)
     started: str  # ISO time, UTC
 
@@ -42,9 +42,11 @@ def summarise(folder: Path) -> SweepSummary:
     pending = pending_runs(records, space.confirm, space.run.train.seed) if space.confirm is not None else []
     driver = running_driver(folder)
     state = RUNNING if driver else FINISHED if searched >= manifest.trials and not pending else INTERRUPTED
-    best = winner(records, space.confirm)
-    test = read_test_look(folder)
-    test_loss = test["test_loss"] if test is not None and best is not None and test["trial_id"] == best.trial_id \
-        else math.nan
+    try:
+        best = winner(records, space.confirm, space.run.train.seed)
+    except Unconfirmed:  # no winner until its confirmation is complete
+        best = None
+    look = latest_look(folder, best.trial_id) if best is not None else None
+    test_loss = look["test_loss"] if look is not None else math.nan
     return SweepSummary(manifest.name, state, driver, searched, manifest.trials,
                         best.best_val_loss if best is not None else math.nan, test_loss, manifest.created)

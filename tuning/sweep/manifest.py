@@ -4,7 +4,8 @@ The file is JSON with these keys (`sweep_id`, `tracking_uri` and `memory_probe` 
 from files written by older versions: the id is then the creation time, the store the
 default one, and there was no probe; `stages` is there once `resume --trials` extended the
 sweep: the trials asked for by the first run and by each extension, cumulative; `study_url` is there when
-the Optuna study is in a database of its own, `--study-url`). A sweep whose
+the Optuna study is in a database of its own, `--study-url`; `bars`, absent from older files, identifies the
+bars file by content: its SHA-256, rows, first and last bar). A sweep whose
 `data_identity` has no `residual_to` predates the volatility and HAR inputs: its space is read
 with `data: {vol_lookbacks: [], residual_to: none, leverage_lookbacks: []}`, the bar features it
 trained on. One with `residual_to` but no `leverage_lookbacks` predates the mean-fall inputs
@@ -41,14 +42,20 @@ class SweepManifest:
     memory_probe: dict[str, Any] | None = None  # tuning/sweep/memory_probe.py's ProbeResult.to_dict(), when one ran
     stages: tuple[int, ...] = ()  # cumulative trials of the first run and each `resume --trials`; () = (trials,)
     study_url: str | None = None  # the Optuna study's database (--study-url); None: optuna.db in the sweep folder
+    bars: dict[str, Any] | None = None  # the bars file by content (tuning/bars_file.py): sha256, rows, first/last bar
 
     @classmethod
     def new(cls, name: str, data_path: Path, space: dict[str, Any], trials: int, ray_storage: str,
             tracking_uri: str, data_identity: dict[str, Any], memory_probe: dict[str, Any] | None,
-            study_url: str | None = None) -> SweepManifest:
+            study_url: str | None = None, bars: dict[str, Any] | None = None) -> SweepManifest:
         return cls(name, str(data_path.resolve()), space, trials, ray_storage, tracking_uri, data_identity,
                    datetime.now(timezone.utc).isoformat(timespec="seconds"), uuid.uuid4().hex, memory_probe,
-                   study_url=study_url)
+                   study_url=study_url, bars=bars)
+
+    @property
+    def bars_sha256(self) -> str | None:
+        """The SHA-256 of the bars file the sweep ran on (None: a sweep from before it was kept)."""
+        return self.bars["sha256"] if self.bars else None
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> SweepManifest:
@@ -68,7 +75,8 @@ class SweepManifest:
                   "data_identity": self.data_identity, "created": self.created}
         return {**values, **({"memory_probe": self.memory_probe} if self.memory_probe else {}),
                 **({"stages": list(self.stages)} if len(self.stages) > 1 else {}),
-                **({"study_url": self.study_url} if self.study_url else {})}
+                **({"study_url": self.study_url} if self.study_url else {}),
+                **({"bars": self.bars} if self.bars else {})}
 
     @property
     def trial_stages(self) -> tuple[int, ...]:

@@ -1,49 +1,113 @@
-"""The sweep's one look at the test segment: once the winner is chosen, its best.pt is scored there, once,
-and, when it was confirmed on other seeds, its seed ensemble too (the mean forecast of its runs on the
+"""The sweep's one look at the test segment: once the winner is chosen (confirmed), its best.pt is scored there,
+once, and, when it was confirmed on other seeds, its seed ensemble too (the mean forecast of its runs on the
 validation segment; `best --register --ensemble` ships that).
 
-Nothing before it reads the test segment: not a trial, not the scheduler, not the choice of the
-winner. The scores are kept in <sweep folder>/test.json with the trial they belong to; a resumed
-sweep whose winner is the same reads them back instead of looking again.
+Nothing before it reads the test segment: not a trial, not the scheduler, not the choice of the winner.
+Beside the winner's loss the look says whether it beats HAR by more than noise: the ratio of the two losses
+and a Diebold-Mariano test of their squared errors (model/diebold_mariano.py). The same is said against the
+space's first initial point (the untuned configuration, as its search trial trained it): for reference only,
+it chooses nothing.
+
+Every look is kept: <sweep folder>/test.json holds a list, one entry per look (the trial, the time, the
+sweep's search trials at that moment). A sweep whose winner already has a look reads it back instead of
+looking again; a sweep extended by `resume --trials N` whose winner changed looks at the new one, and the
+entry is added, never replaced.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import tempfile
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from model.atomic import write_text_atomic
 from model.data import Dataset
-from model.holdout import score_ensemble, score_on_test_segment
+from model.diebold_mariano import diebold_mariano
+from model.holdout import har_squared_errors, score_ensemble, score_squared_errors, squared_errors_on_test_segment
 from tuning.search.ledger import TrialRecord
-from tuning.sweep.trial_files import copy_file, final_checkpoint, stage_record_best, storage_filesystem
-from tuning.sweep_files import TEST_LOOK, read_test_look
+from tuning.search.space import SweepSpace
+from tuning.sweep.trial_files import stage_record_best, storage_filesystem
+from tuning.sweep_files import TEST_LOOK, latest_look, read_test_looks
 
 
-def look_at_test_segment(folder: Path, ray_storage: str, train_storage: str, winner: TrialRecord,
-                         data: Dataset, members: list[TrialRecord] | None = None) -> dict[str, Any] | None:
-    """{trial_id, best_epoch, test_loss, baseline_har, baseline_persistence, baseline_mean, n_test} of the
-    winner, and with two or more seed `members` (the winner first) "ensemble": {trials, val_loss, test_loss,
-    member_test_losses, n_members}; from test.json when it already holds them; None when the data have no
-    test segment or the winner's checkpoint is gone."""
+class LookFailed(Exception):
+    """The look could not be taken (the winner's checkpoint is gone, the storage does not answer...): the sweep
+    says so, and `resume` tries again."""
+
+
+def look_due(folder: Path, winner: TrialRecord, data: Dataset) -> bool:
+    """Whether the winner still needs its look: the data have a test segment and no look scored it."""
+    return bool(len(data.test_index)) and latest_look(folder, winner.trial_id) is None
+
+
+def look_at_test_segment(folder: Path, ray_storage: str, train_storage: str, winner: TrialRecord, data: Dataset,
+                         members: list[TrialRecord], initial: TrialRecord | None, trials: int) -> dict[str, Any] | None:
+    """The winner's look (see `score`), taken and added to test.json unless one is there already; None when the
+    data have no test segment. Raises LookFailed when a checkpoint it needs is gone."""
     if not len(data.test_index):
         return None
-    kept = read_test_look(folder)
-    if kept is not None and kept["trial_id"] == winner.trial_id:
+    kept = latest_look(folder, winner.trial_id)
+    if kept is not None:
         return kept
+    looks = read_test_looks(folder)
+    look = {"look": len(looks) + 1, "time": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "trials": trials, **score(ray_storage, train_storage, winner, data, members, initial)}
+    write_text_atomic(folder / TEST_LOOK, json.dumps([*looks, look], indent=1))
+    return look
+
+
+def score(ray_storage: str, train_storage: str, winner: TrialRecord, data: Dataset, members: list[TrialRecord],
+          initial: TrialRecord | None) -> dict[str, Any]:
+    """{trial_id, best_epoch, test_loss, baseline_har, baseline_persistence, baseline_mean, n_test, vs_har} of the
+    winner; "vs_initial" with the space's first initial point's trial; with two or more seed `members` (the winner
+    first) "ensemble": {trials, val_loss, test_loss, member_test_losses, n_members}. vs_*: {trial_id (of the
+    reference, vs_initial only), test_loss, ratio, dm_stat, dm_pvalue}, the winner's loss over the reference's."""
     fs = storage_filesystem(ray_storage)
-    checkpoint, _ = final_checkpoint(fs, None, train_storage, winner.trial_id, winner.stop_epoch)
+    horizon = 1 if data.summary["target"] == "close" else data.summary["horizon"]  # bars each target overlaps
     with tempfile.TemporaryDirectory(prefix="mamba-tune-test-") as tmp:
-        best = copy_file(fs, checkpoint, "best.pt", Path(tmp) / "best.pt")
+        best = stage_record_best(fs, train_storage, winner, Path(tmp) / "best.pt")
         if best is None:
-            return None
-        scores = {"trial_id": winner.trial_id, "best_epoch": winner.best_epoch, **score_on_test_segment(best, data)}
-        if members is not None and len(members) > 1:
+            raise LookFailed(f"trial {winner.trial_id}'s best.pt is not in {train_storage}")
+        errors = squared_errors_on_test_segment([best], data)  # (n_test,)
+        scores = {"trial_id": winner.trial_id, "best_epoch": winner.best_epoch, **score_squared_errors(errors, data),
+                  "vs_har": _versus(errors, har_squared_errors(data), horizon)}
+        if initial is not None:
+            reference = stage_record_best(fs, train_storage, initial, Path(tmp) / "initial.pt")
+            if reference is not None:
+                scores["vs_initial"] = {"trial_id": initial.trial_id,
+                                        **_versus(errors, squared_errors_on_test_segment([reference], data), horizon)}
+        if len(members) > 1:
             staged = [best, *(stage_record_best(fs, train_storage, m, Path(tmp) / f"member-{i}.pt")
                               for i, m in enumerate(members[1:], 1))]
             if all(path is not None for path in staged):
                 scores["ensemble"] = {"trials": [m.trial_id for m in members], **score_ensemble(staged, data)}
-    write_text_atomic(folder / TEST_LOOK, json.dumps(scores, indent=1))
     return scores
+
+
+def _versus(errors: np.ndarray, reference: np.ndarray, horizon: int) -> dict[str, float]:
+    """The winner's squared errors (n_test,) against a reference's (n_test,): {test_loss (the reference's), ratio,
+    dm_stat, dm_pvalue}; a negative statistic: the winner's errors are the smaller."""
+    test = diebold_mariano(errors, reference, horizon)
+    reference_loss = float(np.mean(reference))
+    return {"test_loss": reference_loss, "ratio": float(np.mean(errors)) / reference_loss if reference_loss
+            else math.inf, "dm_stat": test.stat, "dm_pvalue": test.pvalue}
+
+
+def initial_trial(records: list[TrialRecord], space: SweepSpace) -> TrialRecord | None:
+    """The search trial of the space's first initial point (the untuned configuration); None without one."""
+    if not space.initial:
+        return None
+    point = space.initial[0]
+    return next((r for r in records if r.stage == "search" and all(
+        _same(r.params.get(key), value) for key, value in point.items())), None)
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, float) or isinstance(b, float):
+        return isinstance(a, (int, float)) and isinstance(b, (int, float)) and math.isclose(a, b, rel_tol=1e-9)
+    return a == b

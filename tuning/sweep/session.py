@@ -7,7 +7,7 @@ The sweep folder, <storage>/<name>/:
   optuna.db    the Optuna study (SQLite), for optuna-dashboard
   tune/        Ray Tune's experiment (its state is synced as a whole, so ours lives beside it)
   tune-confirm/  the confirmation stage's experiment (tuning/sweep/confirmation.py), after the search
-  test.json    the winner's one look at the test segment (tuning/sweep/one_look.py), once complete
+  test.json    the winner's look at the test segment (tuning/sweep/one_look.py), once confirmed; one per winner
   driver.json  the process driving it, while `sweep` or `resume` runs (tuning/sweep/driver_mark.py)
   ray.log      Ray's own messages (raylet warnings, worker lines), out of the progress output
   train/       Ray Train's checkpoints, one folder per trial
@@ -39,6 +39,7 @@ import ray.tune
 from model.atomic import write_text_atomic
 from model.data import Dataset, load_dataset
 from model.training import data_identity
+from tuning.bars_file import bars_identity
 from tuning.cluster.autoscaler import launchable_nodes
 from tuning.cluster.ray_address import ray_address
 from tuning.errors import UsageError
@@ -49,10 +50,10 @@ from tuning.search.resources import HEAD_RESOURCE, TRIAL_DRIVER_RESOURCES, Trial
 from tuning.search.scheduler import GatedASHA
 from tuning.search.searcher import fail_lost_trials, make_searcher
 from tuning.search.space import SweepSpace, parse_space
-from tuning.sweep.confirmation import record_in_study, run_confirmation
+from tuning.sweep.confirmation import confirmation_runs, record_in_study, run_confirmation
 from tuning.sweep.manifest import SweepManifest
 from tuning.sweep.memory_probe import ProbeResult
-from tuning.sweep.one_look import look_at_test_segment
+from tuning.sweep.one_look import initial_trial, look_at_test_segment, look_due
 from tuning.sweep.record_copies import copy_records_or_note, earlier_folders, follow_move
 from tuning.sweep.trainable import TrialSetup, run_trial
 from tuning.sweep.trial_files import SweepCurves, remove_best_snapshots, storage_filesystem
@@ -65,9 +66,10 @@ from tuning.sweep_files import (
     TRACKING_STAGING,
     TUNE_DIR,
     SweepPaths,
+    read_test_looks,
 )
 from tuning.tracking.log import SWEEP_KEY, TrackingLog, note
-from tuning.tracking.runs import SweepTracking, close_sweep, open_sweep
+from tuning.tracking.runs import SweepTracking, close_sweep, log_test_look, open_sweep
 from tuning.tracking.store import TrackingStore, first_line
 
 RAY_ENV = {  # for every Ray process of the sweep
@@ -85,8 +87,9 @@ class SweepOutcome:
     plan: TrialPlan
     wall_s: float
     tracking_unsent: int  # MLflow writes saved to the spool because the store did not answer
-    complete: bool  # Ray Tune ran every trial to its end (the ledger may hold more: see TrialSetup.finished)
+    complete: bool  # every search trial ended and every confirmation run has a result
     test: dict[str, Any] | None = None  # the winner on the test segment (tuning/sweep/one_look.py), once complete
+    look_failure: str | None = None  # why the look at the test segment failed (`resume` tries it again)
 
     @property
     def interrupted(self) -> bool:
@@ -99,7 +102,8 @@ def write_manifest(paths: SweepPaths, data_path: Path, space_values: dict[str, A
 
     `space_values`: the space as run (without the batch sizes the memory probe removed)."""
     manifest = SweepManifest.new(paths.name, data_path, space_values, trials, paths.ray_storage, tracking_uri,
-                                 data_identity(data), memory_probe.to_dict() if memory_probe else None, paths.study)
+                                 data_identity(data), memory_probe.to_dict() if memory_probe else None, paths.study,
+                                 bars_identity(data_path, data.summary))
     write_text_atomic(paths.folder / MANIFEST, json.dumps(manifest.to_dict(), indent=1))
     copy_records_or_note(paths)
     return manifest
@@ -203,22 +207,37 @@ def open_tracking(store: TrackingStore, client: Any, paths: SweepPaths, manifest
                 **({"memory_probe": ProbeResult.from_dict(manifest.memory_probe).describe()}
                    if manifest.memory_probe else {})}
     return open_sweep(log, paths.folder / TRACKING_STAGING, paths.name, manifest.space, space, manifest.data,
-                      data.summary, data.baselines, settings)
+                      data.summary, data.baselines, settings, manifest.bars_sha256)
 
 
-def send_pending(store: TrackingStore, client: Any, paths: SweepPaths, manifest: SweepManifest,
-                 finished: list[str]) -> int:
-    """Send MLflow writes a stopped sweep saved (a finished sweep has no resume to send them); returns those left.
-
-    Its driver stopped after the last trial's end but before the sweep's own: runs still open are ended too.
-    """
+def finish(store: TrackingStore, client: Any, paths: SweepPaths, manifest: SweepManifest, space: SweepSpace,
+           data: Dataset) -> FinishedSweep:
+    """A sweep whose trials and confirmation runs have all ended, finished without Ray: its driver stopped before
+    the sweep's own end. The one look at the test segment it has not taken (its driver was killed first, or the
+    look failed) is taken now, once; MLflow writes it saved are sent, runs still open ended."""
+    records = list(Ledger(paths.folder / LEDGER).records.values())
+    chosen = winner(records, space.confirm, space.run.train.seed)
+    due = chosen is not None and look_due(paths.folder, chosen, data)
+    if not due and not (paths.folder / TRACKING_SPOOL).exists():
+        return FinishedSweep(None, None, False, 0)
     log = TrackingLog(client, store.experiment_id(client, paths.name), manifest.sweep_id,
                       paths.folder / TRACKING_SPOOL)
-    log.end_lost_runs(finished)
+    test, failure = _one_look(paths, space, data, manifest.trials) if due else (None, None)
+    if due:
+        log_test_look(log, read_test_looks(paths.folder), failure)
+    log.end_lost_runs([r.trial_id for r in records])
     log.end_run(SWEEP_KEY, "FINISHED")
     unsent = log.close(timeout_s=60)
     copy_records_or_note(paths)
-    return unsent
+    return FinishedSweep(test, failure, due, unsent)
+
+
+@dataclass(frozen=True)
+class FinishedSweep:
+    test: dict[str, Any] | None  # the look taken now
+    look_failure: str | None  # why it failed
+    looked: bool  # a look was due, and tried
+    tracking_unsent: int
 
 
 def run(paths: SweepPaths, space: SweepSpace, data: Dataset, trials: int, plan: TrialPlan,
@@ -227,25 +246,27 @@ def run(paths: SweepPaths, space: SweepSpace, data: Dataset, trials: int, plan: 
 
     `stages`: the cumulative trials of the first Tune experiment and of each extension (`resume --trials`),
     each run (or restored) in turn; (trials,) by default."""
-    start, complete, test = time.perf_counter(), False, None
+    start, complete, test, failure = time.perf_counter(), False, None, None
     ACTIVE[active_key(paths.folder / LEDGER)] = tracking
     try:
         setup = _trial_setup(paths, space, data, plan)
         complete = _search(paths, space, setup, stages or (trials,), plan, resume)
         if complete:
             end_lost_trials(paths)
-            complete = run_confirmation(paths.folder / LEDGER, space, setup, plan, data.summary["path"],
-                                        paths.sweep_storage, paths.ray_storage)
+            run_confirmation(paths.folder / LEDGER, space, setup, plan, data.summary["path"], paths.sweep_storage,
+                             paths.ray_storage)
+            complete = not confirmation_runs(paths.folder / LEDGER, space)  # a failed run is no result: resume
         if complete:
             _record_finalists(paths, space)
-            test = _one_look(paths, space, data)
+            test, failure = _one_look(paths, space, data, trials)
     finally:
         records = list(Ledger(paths.folder / LEDGER).records.values())
         _remove_snapshots(paths, records)
-        unsent = close_sweep(tracking, records, interrupted=not complete, test=test, importances=_importances(paths))
+        unsent = close_sweep(tracking, records, interrupted=not complete, looks=read_test_looks(paths.folder),
+                             look_failure=failure, importances=_importances(paths))
         ACTIVE.pop(active_key(paths.folder / LEDGER), None)
         copy_records_or_note(paths)  # the spool as the sweep leaves it, and the test look
-    return SweepOutcome(paths, trials, records, plan, time.perf_counter() - start, unsent, complete, test)
+    return SweepOutcome(paths, trials, records, plan, time.perf_counter() - start, unsent, complete, test, failure)
 
 
 def _record_finalists(paths: SweepPaths, space: SweepSpace) -> None:
@@ -263,18 +284,21 @@ def _importances(paths: SweepPaths) -> Importances | None:
         return None
 
 
-def _one_look(paths: SweepPaths, space: SweepSpace, data: Dataset) -> dict[str, Any] | None:
-    """The winner scored on the test segment (None: no winner, no test segment, or the look failed)."""
+def _one_look(paths: SweepPaths, space: SweepSpace, data: Dataset,
+              trials: int) -> tuple[dict[str, Any] | None, str | None]:
+    """(the confirmed winner's look at the test segment, None) once taken or read back; (None, None) with no
+    winner or no test segment; (None, why) when the look failed: said in a line, and `resume` tries again."""
     records = list(Ledger(paths.folder / LEDGER).records.values())
-    chosen = winner(records, space.confirm)
+    chosen = winner(records, space.confirm, space.run.train.seed)
     if chosen is None:
-        return None
+        return None, None
     try:
         return look_at_test_segment(paths.folder, paths.ray_storage, f"{paths.sweep_storage}/train", chosen, data,
-                                    seed_members(records, chosen))
+                                    seed_members(records, chosen), initial_trial(records, space), trials), None
     except Exception as exc:  # noqa: BLE001 - the sweep's results stand without it; say why it is missing
-        note(f"test segment: could not score trial {chosen.trial_id} there ({first_line(exc)})")
-        return None
+        why = f"could not score trial {chosen.trial_id} there ({first_line(exc)})"
+        note(f"test segment: {why}; `mamba-tune resume {paths.name}` tries again")
+        return None, why
 
 
 def _remove_snapshots(paths: SweepPaths, records: list[TrialRecord]) -> None:
@@ -317,7 +341,9 @@ def _fit(paths: SweepPaths, space: SweepSpace, setup: TrialSetup, name: str, tri
          resume: bool, first: bool) -> ray.tune.ResultGrid:
     """Run the Tune experiment `name` of `trials` search trials, or restore it and run what is left: the first
     experiment on resume, an extension's (not `first`) whenever it was started before. An extension starts
-    without the space's initial points, which the first one evaluated."""
+    without the space's initial points, which the first one evaluated. Started or restored, its scheduler
+    starts from the rungs of every search trial the ledger holds and, restored, of each of its own trials that
+    was running, so ASHA decides as one uninterrupted scheduler would (tuning/search/scheduler.py)."""
     trainable = ray.tune.with_resources(ray.tune.with_parameters(run_trial, setup=setup), TRIAL_DRIVER_RESOURCES)
     experiment = f"{paths.sweep_storage}/{name}"
     if resume if first else ray.tune.Tuner.can_restore(experiment):

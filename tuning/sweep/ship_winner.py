@@ -19,17 +19,19 @@ from tuning.search.ledger import TrialRecord
 from tuning.search.recipe import TrainingRecipe
 from tuning.sweep.manifest import SweepManifest
 from tuning.sweep.trial_files import final_checkpoint, read_history, stage_best, stage_record_best, storage_filesystem
-from tuning.sweep_files import read_test_look
+from tuning.sweep_files import latest_look
 from tuning.tracking.registry import Shipment
 from tuning.tracking.runs import find_sweep_run
 from tuning.tracking.store import resolve_store
 
 
 def stage_winner(folder: Path, manifest: SweepManifest, winner: TrialRecord, config: TrainingRecipe,
-                 config_file: Path, staging: Path, members: Sequence[TrialRecord] = ()) -> Shipment:
+                 config_file: Path, staging: Path, members: Sequence[TrialRecord] = (),
+                 unconfirmed: bool = False) -> Shipment:
     """Copy the winner's best.pt and history into `staging`, and the best.pt of each other seed ensemble member
-    (`members`: the winner first, seed_members); -> what to register. A UsageError when a trial's checkpoints
-    are gone."""
+    (`members`: the winner first, seed_members); -> what to register, its tags saying whether the winner was
+    confirmed (`unconfirmed`: `best --unconfirmed` took it with confirmation runs missing). A UsageError when a
+    trial's checkpoints are gone."""
     if not Path(manifest.data).is_file():
         raise UsageError(f"{manifest.data}: the bars sweep {manifest.name!r} ran on are gone, and the model is "
                          "registered with its data's digest and an input example from them; restore the file")
@@ -45,13 +47,18 @@ def stage_winner(folder: Path, manifest: SweepManifest, winner: TrialRecord, con
     tags = {"mamba_tune.role": "sweep-winner", "mamba_tune.sweep": manifest.name,
             "mamba_tune.sweep_id": manifest.sweep_id, "mamba_tune.trial": winner.trial_id,
             "mamba_tune.data": manifest.data,
-            "mamba_tune.best_epoch": str(winner.best_epoch), "mamba_tune.val_loss": f"{winner.best_val_loss:.6g}"}
-    test = read_test_look(folder)
-    if test is not None and test["trial_id"] == winner.trial_id:
+            "mamba_tune.best_epoch": str(winner.best_epoch), "mamba_tune.val_loss": f"{winner.best_val_loss:.6g}",
+            "mamba_tune.confirmation": "unconfirmed" if unconfirmed else "confirmed"}
+    if manifest.bars_sha256:
+        tags["mamba_tune.data_sha256"] = manifest.bars_sha256
+    test = latest_look(folder, winner.trial_id)
+    if test is not None:
         scored = test.get("ensemble") if others else test
         if scored is not None:
             tags["mamba_tune.test_loss"] = f"{scored['test_loss']:.6g}"
             tags["mamba_tune.test_baseline_har"] = f"{test['baseline_har']:.6g}"
+        if "vs_har" in test and not others:  # the test of the winner alone against HAR
+            tags["mamba_tune.test_dm_pvalue_har"] = f"{test['vs_har']['dm_pvalue']:.4g}"
     if others:
         tags["mamba_tune.ensemble"] = " ".join(m.trial_id for m in members)
     return Shipment(config, Path(manifest.data), best, (config_file, metrics), json.loads(metrics.read_text()),

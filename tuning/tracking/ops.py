@@ -25,6 +25,7 @@ from tuning.tracking.lineage import BarsInput, dataset_input
 SWEEP_KEY = "sweep"
 KEY_TAG, SWEEP_TAG = "mamba_tune.key", "mamba_tune.sweep_id"
 STEP_MARKERS = ("val_loss", "trials_finished")  # a trial's and the sweep's per-step metric: which steps a run holds
+LOOKS_MARKER = "test_looks"  # the sweep's looks at its test segment: steps of their own (look 1 at step 0, ...)
 
 
 class SweepRuns:
@@ -34,6 +35,7 @@ class SweepRuns:
         self.client, self.experiment_id, self.sweep_id = client, experiment_id, sweep_id
         self.run_ids: dict[str, str] = {}
         self.logged_steps: dict[str, set[int]] = {}  # key -> the steps its run holds
+        self.look_steps: dict[str, set[int]] = {}  # key -> the steps of its run's LOOKS_MARKER
 
     def run_id(self, key: str) -> str:
         if key not in self.run_ids:  # logged by an earlier run of the sweep (resume, spool replay)
@@ -54,6 +56,16 @@ class SweepRuns:
         self.logged_steps[key] = {m.step for metric in STEP_MARKERS
                                   for m in self.client.get_metric_history(run_id, metric)}
         return run_id
+
+    def steps(self, key: str, marker: str | None = None) -> set[int]:
+        """The steps the run of `key` holds: of its epochs or trials finished, or (marker LOOKS_MARKER) of its
+        looks at the test segment, a sequence of their own."""
+        run_id = self.run_id(key)
+        if marker is None:
+            return self.logged_steps[key]
+        if key not in self.look_steps:
+            self.look_steps[key] = {m.step for m in self.client.get_metric_history(run_id, marker)}
+        return self.look_steps[key]
 
     def running(self) -> list[Any]:
         """The sweep's runs the store holds as RUNNING."""
@@ -94,7 +106,8 @@ class StartRun:
 
 @dataclass(frozen=True)
 class LogMetrics:
-    """Metrics at `step` (an epoch); a step the run already holds is not logged again."""
+    """Metrics at `step` (an epoch); a step the run already holds is not logged again (a look at the test segment,
+    with LOOKS_MARKER among its values: a step of the looks)."""
 
     kind: ClassVar[str] = "metrics"
     key: str
@@ -104,11 +117,12 @@ class LogMetrics:
 
     def apply(self, runs: SweepRuns) -> None:
         run_id = runs.run_id(self.key)
-        if self.step in runs.logged_steps[self.key]:
+        held = runs.steps(self.key, LOOKS_MARKER if LOOKS_MARKER in self.values else None)
+        if self.step in held:
             return
         metrics = [Metric(k, v, self.timestamp, self.step) for k, v in self.values.items()]
         runs.client.log_batch(run_id, metrics=metrics, synchronous=True)
-        runs.logged_steps[self.key].add(self.step)
+        held.add(self.step)
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,11 @@
                                   artifacts: space.yaml, data.json; when it ends: leaderboard.json,
                                   best.yaml, val_loss_curves.png, val_loss_by_hyperparameter.png
                                   metrics: best_val_loss and trials_finished, step = trials finished;
-                                  once complete, the winner's one test look: test_loss,
-                                  test_baseline_har, test_baseline_persistence, test_baseline_mean, n_test
+                                  once confirmed, the winner's look at the test segment (log_test_look):
+                                  test_loss, test_baseline_har, test_baseline_persistence, test_baseline_mean,
+                                  n_test, test_ratio_har, test_dm_stat_har, test_dm_pvalue_har,
+                                  test_ratio_initial, test_dm_pvalue_initial, test_looks; tag
+                                  mamba_tune.test_look (done | failed: <why>)
         run "<trial> lr .. wd .."  tag mlflow.parentRunId; params learning_rate, weight_decay,
           (one per trial)          batch_size and the fixed data/model/train settings; metrics
                                    every epoch with step=epoch (0: before training); tags trial_id,
@@ -34,18 +37,19 @@ import yaml
 
 from model.atomic import write_text_atomic
 from tuning.search.best_config import train_command, write_best_config
-from tuning.search.finalists import winner
+from tuning.search.finalists import Unconfirmed, winner
 from tuning.search.importance import Importances
 from tuning.search.ledger import TrialRecord, best_record, leaderboard
 from tuning.search.space import SEARCHABLE, Choice, SweepSpace, searched, with_params
 from tuning.tracking.lineage import BarsInput, bars_input
 from tuning.tracking.log import SWEEP_KEY, TrackingLog, note
-from tuning.tracking.ops import KEY_TAG, SWEEP_TAG
+from tuning.tracking.ops import KEY_TAG, LOOKS_MARKER, SWEEP_TAG
 from tuning.tracking.plots import importance_bars, loss_by_hyperparameter, loss_curve, sweep_curves
 from tuning.tracking.store import EPOCH_METRICS, TrackingStore, first_line
 
 RUN_STATUS = {"completed": "FINISHED", "asha": "FINISHED", "gate": "FINISHED", "nan": "FAILED", "error": "FAILED"}
 TEST_METRICS = ("test_loss", "baseline_har", "baseline_persistence", "baseline_mean", "n_test")  # of test.json
+LOOK_TAG = "mamba_tune.test_look"  # done | failed: <why>
 CLOSE_TIMEOUT_S = 60.0  # how long the end of a sweep waits for an unreachable store before spooling
 
 
@@ -62,12 +66,13 @@ class SweepTracking:
     name: str
     data_path: str
     bars: BarsInput | None  # the bars every run of the sweep trains on (its MLflow dataset input; None: unreadable)
+    data_sha256: str | None = None  # the bars file's SHA-256 (the manifest's): best.yaml keeps it for a refit
     open_trials: set[str] = field(default_factory=set)
 
 
 def open_sweep(log: TrackingLog, staging: Path, name: str, space_values: dict[str, Any],
                space: SweepSpace, data_path: str, data_summary: dict[str, Any], baselines: dict[str, float],
-               settings: dict[str, Any]) -> SweepTracking:
+               settings: dict[str, Any], data_sha256: str | None = None) -> SweepTracking:
     """Start (or reopen) the sweep's parent run with its settings, space and data."""
     params = {**{f"sweep.{k}": v for k, v in settings.items()}, **_space_params(space),
               **{f"data.{k}": v for k, v in data_summary.items() if k not in ("features", "har")},
@@ -78,7 +83,7 @@ def open_sweep(log: TrackingLog, staging: Path, name: str, space_values: dict[st
     log.start_run(SWEEP_KEY, f"{name} sweep", tags={"mamba_tune.role": "sweep", "mlflow.note.content": note},
                   params=params)
     bars = bars_input(data_path, data_summary) if Path(data_path).is_file() else None
-    tracking = SweepTracking(log, staging, space, name, data_path, bars)
+    tracking = SweepTracking(log, staging, space, name, data_path, bars, data_sha256)
     if bars is not None:
         log.log_input(SWEEP_KEY, bars)
     write_text_atomic(staging / "sweep" / "space.yaml", yaml.safe_dump(space_values, sort_keys=False))
@@ -103,14 +108,13 @@ def find_sweep_run(store: TrackingStore, name: str, sweep_id: str) -> tuple[str,
 
 
 def close_sweep(tracking: SweepTracking, records: list[TrialRecord], interrupted: bool,
-                test: dict[str, Any] | None = None, importances: Importances | None = None) -> int:
-    """The sweep's summary artifacts (with the hyperparameter importances, when there are some) and its one
-    test look's metrics (test_loss, test_baseline_har, ...); ends its runs (KILLED when interrupted); returns
-    writes left unsent."""
+                looks: list[dict[str, Any]] = (), look_failure: str | None = None,
+                importances: Importances | None = None) -> int:
+    """The sweep's summary artifacts (with the hyperparameter importances, when there are some) and its looks
+    at the test segment (log_test_look); ends its runs (KILLED when interrupted); returns writes left unsent."""
     try:
-        if test is not None:
-            tracking.log.log_epoch(SWEEP_KEY, 0, {f"test_{k}" if k.startswith("baseline_") else k: float(test[k])
-                                                  for k in TEST_METRICS})
+        if looks or look_failure:
+            log_test_look(tracking.log, list(looks), look_failure)
         _summarise(tracking, records, interrupted, importances)
     except Exception as exc:  # noqa: BLE001 - a failed plot must not hide the sweep's result
         note(f"tracking: could not log the sweep's summary ({first_line(exc)})")
@@ -119,6 +123,21 @@ def close_sweep(tracking: SweepTracking, records: list[TrialRecord], interrupted
     if not unsent:  # every staged file was sent: the folder holds only empty ones
         shutil.rmtree(tracking.staging, ignore_errors=True)
     return unsent
+
+
+def log_test_look(log: TrackingLog, looks: list[dict[str, Any]], failure: str | None) -> None:
+    """The newest look at the test segment on the sweep's run, at step look - 1 (each look kept): test_loss,
+    test_baseline_*, n_test, test_ratio_har, test_dm_stat_har, test_dm_pvalue_har, test_ratio_initial,
+    test_dm_pvalue_initial, and test_looks (how many there were); the tag mamba_tune.test_look says `done` or
+    `failed: <why>` (a failed look is tried again by `resume`)."""
+    if looks:
+        look = looks[-1]
+        metrics = {f"test_{k}" if k.startswith("baseline_") else k: float(look[k]) for k in TEST_METRICS}
+        for reference, keys in (("har", ("ratio", "dm_stat", "dm_pvalue")), ("initial", ("ratio", "dm_pvalue"))):
+            versus = look.get(f"vs_{reference}") or {}
+            metrics.update({f"test_{k}_{reference}": float(versus[k]) for k in keys if k in versus})
+        log.log_epoch(SWEEP_KEY, look.get("look", len(looks)) - 1, {**metrics, LOOKS_MARKER: float(len(looks))})
+    log.set_tags(SWEEP_KEY, {LOOK_TAG: f"failed: {failure}" if failure else "done"})
 
 
 def _summarise(tracking: SweepTracking, records: list[TrialRecord], interrupted: bool,
@@ -133,9 +152,13 @@ def _summarise(tracking: SweepTracking, records: list[TrialRecord], interrupted:
         sweep_curves(records, folder / "val_loss_curves.png", title)
         loss_by_hyperparameter(records, folder / "val_loss_by_hyperparameter.png", title)
         files = ["leaderboard.json", "val_loss_curves.png", "val_loss_by_hyperparameter.png"]
-        best = winner(records, tracking.space.confirm)
+        try:
+            best = winner(records, tracking.space.confirm, tracking.space.run.train.seed)
+        except Unconfirmed:  # no winner to hand over before its confirmation is complete
+            best = None
         if best is not None:
-            write_best_config(tracking.space, best, tracking.name, tracking.data_path, folder / "best.yaml", records)
+            write_best_config(tracking.space, best, tracking.name, tracking.data_path, folder / "best.yaml", records,
+                              tracking.data_sha256)
             log.set_tags(SWEEP_KEY, {"best_trial_id": best.trial_id})
             files.append("best.yaml")
         if importances is not None:

@@ -37,7 +37,7 @@ def test_list_shows_each_sweep_its_state_trials_and_figures(finished_sweep, bars
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0].split() == ["name", "state", "trials", "best", "val", "test", "started", "(UTC)"]
-    look = json.loads((shelf / "t" / "test.json").read_text())
+    look = json.loads((shelf / "t" / "test.json").read_text())[-1]
     ledger = json.loads((shelf / "t" / "trials.json").read_text())
     winner = next(r for r in ledger if r["trial_id"] == look["trial_id"])
     rows = {line.split()[0]: line.split() for line in lines[1:]}
@@ -80,7 +80,7 @@ def test_list_of_a_uri_storage_shows_the_sweeps_copied_there(finished_sweep, bar
         done = run_cli("list", "--storage", uri, cwd=machine)
         assert done.returncode == 0, done.stderr
         rows[machine] = {line.split()[0]: line[21:].split("  ")[0].strip() for line in done.stdout.splitlines()[1:]}
-    look = json.loads((storage / "t" / "test.json").read_text())
+    look = json.loads((storage / "t" / "test.json").read_text())[-1]
     winner = next(r for r in json.loads((storage / "t" / "trials.json").read_text())
                   if r["trial_id"] == look["trial_id"])
     assert rows[elsewhere]["early"] == "not finished (stored)"  # another head may run it: the copy cannot tell

@@ -7,7 +7,15 @@ import statistics
 
 import pytest
 
-from tuning.search.finalists import ConfirmConfig, finalist_scores, finalists, pending_runs, seed_members, winner
+from tuning.search.finalists import (
+    ConfirmConfig,
+    Unconfirmed,
+    finalist_scores,
+    finalists,
+    pending_runs,
+    seed_members,
+    winner,
+)
 from tuning.search.ledger import TrialRecord
 
 
@@ -41,18 +49,68 @@ def test_the_winner_has_the_lowest_mean_not_the_lowest_single_loss():
             record("b2", 0.62, stage="confirm", seed=2, finalist="b"),
             record("c1", 0.46, stage="confirm", seed=1, finalist="c"),
             record("c2", 0.44, stage="confirm", seed=2, finalist="c")]
-    scores = finalist_scores(SEARCH + runs, confirm)
-    assert [(s.record.trial_id, s.n) for s in scores] == [("c", 3), ("b", 3)]
+    scores = finalist_scores(SEARCH + runs, confirm, 0)
+    assert [(s.record.trial_id, s.n, s.planned) for s in scores] == [("c", 3, 3), ("b", 3, 3)]
     assert scores[0].mean == pytest.approx(0.45) and scores[0].std == pytest.approx(statistics.stdev([0.45, 0.46, 0.44]))
-    assert winner(SEARCH + runs, confirm).trial_id == "c"  # b had the best single loss, 0.40
-    assert winner(SEARCH, confirm).trial_id == "b"  # nothing confirmed yet: the search's best
-    assert winner(SEARCH + runs, None).trial_id == "b"
+    assert winner(SEARCH + runs, confirm, 0).trial_id == "c"  # b had the best single loss, 0.40
+    assert winner(SEARCH + runs, None, 0).trial_id == "b"
+
+
+CONFIRM = ConfirmConfig(top_k=2, seeds=(1, 2))
+# c's runs are better than b's, but b lacks one: ranked on fewer runs, b's optimistic search loss would win.
+PARTIAL = [record("b1", 0.41, stage="confirm", seed=1, finalist="b"),
+           record("c1", 0.46, stage="confirm", seed=1, finalist="c"),
+           record("c2", 0.44, stage="confirm", seed=2, finalist="c")]
+
+
+def test_winner_refuses_a_confirmation_with_a_run_missing():
+    for records in (SEARCH, SEARCH + PARTIAL):  # interrupted before confirmation, and during it
+        with pytest.raises(Unconfirmed, match=r"confirmation runs? ha(s|ve) no result \(.*finalist b: \d of 2"):
+            winner(records, CONFIRM, 0)
+    with pytest.raises(Unconfirmed) as missing:
+        winner(SEARCH + PARTIAL, CONFIRM, 0)
+    assert missing.value.missing == 1 and [s.record.trial_id for s in missing.value.scores] == ["b"]
+    assert str(missing.value) == "1 confirmation run has no result (finalist b: 1 of 2)"
+
+
+def test_winner_unconfirmed_ranks_by_the_results_there_are():
+    assert winner(SEARCH + PARTIAL, CONFIRM, 0, unconfirmed=True).trial_id == "b"  # (0.40 + 0.41) / 2
+    assert winner(SEARCH + PARTIAL + [record("b2", 0.62, stage="confirm", seed=2, finalist="b")],
+                  CONFIRM, 0).trial_id == "c"  # complete: c's mean 0.45 beats b's 0.477
+
+
+def test_a_failed_confirmation_run_is_no_result_and_is_pending_again():
+    failed = record("b2", 0.30, reason="error", stage="confirm", seed=2, finalist="b")
+    records = SEARCH + PARTIAL + [failed]
+    assert [(r.finalist, r.seed, r.fold) for r in pending_runs(records, CONFIRM, 0)] == [("b", 2, 1)]
+    (b,) = [s for s in finalist_scores(records, CONFIRM, 0) if s.record.trial_id == "b"]
+    assert (b.n, b.planned, b.complete, b.missing) == (2, 3, False, 1)  # its 0.30 counts for nothing
+    with pytest.raises(Unconfirmed):
+        winner(records, CONFIRM, 0)
+    rerun = record("b2-again", 0.62, stage="confirm", seed=2, finalist="b")
+    assert not pending_runs(records + [rerun], CONFIRM, 0)
+    assert winner(records + [rerun], CONFIRM, 0).trial_id == "c"
+
+
+def test_a_diverged_confirmation_run_is_a_result_and_ranks_its_finalist_last():
+    diverged = record("c2", 0.30, reason="nan", stage="confirm", seed=2, finalist="c")  # finite best before the NaN
+    records = SEARCH + [record("b1", 0.9, stage="confirm", seed=1, finalist="b"),
+                        record("b2", 0.9, stage="confirm", seed=2, finalist="b"),
+                        record("c1", 0.46, stage="confirm", seed=1, finalist="c"), diverged]
+    assert not pending_runs(records, CONFIRM, 0)
+    scores = finalist_scores(records, CONFIRM, 0)
+    assert [s.record.trial_id for s in scores] == ["b", "c"] and math.isinf(scores[1].mean)
+    assert winner(records, CONFIRM, 0).trial_id == "b"
 
 
 def test_a_finalist_whose_run_diverged_scores_inf():
     runs = [record("b1", math.inf, reason="nan", stage="confirm", seed=1, finalist="b")]
-    (score,) = finalist_scores(SEARCH + runs, ConfirmConfig(top_k=1, seeds=(1,)))
+    (score,) = finalist_scores(SEARCH + runs, ConfirmConfig(top_k=1, seeds=(1,)), 0)
     assert math.isinf(score.mean) and math.isinf(score.std)
+
+
+def test_winner_without_confirmation_runs_to_plan_is_the_search_best():
+    assert winner(SEARCH, ConfirmConfig(top_k=2), 0).trial_id == "b"  # no seeds, one fold: nothing to confirm
 
 
 @pytest.mark.parametrize(

@@ -17,6 +17,8 @@ from tests.cli import assert_one_line_error, run_cli
 from tests.tuning.mlflow_layout import assert_sweep_logged
 from tests.tuning.mlflow_server import free_port
 from tests.tuning.sweeps import SPACE, STRAIGHT_THROUGH, decisions, ledger, write_space
+from tuning.bars_file import sha256_of
+from tuning.cli.figures import verdict_line
 from tuning.search.space import parse_space
 from tuning.tracking.lineage import file_digest
 
@@ -45,15 +47,24 @@ def test_sweep_stops_trials_by_asha_and_gate_and_its_best_trains_again(bars, fin
     assert "hyperparameter importance (fANOVA over 5 completed and pruned trials): " in exported.stdout
     best = min((r for r in records.values() if r["stop_reason"] == "completed"), key=lambda r: r["best_val_loss"])
     # The sweep's one look at the test segment: the winner's best.pt, printed by the sweep and by `best`.
-    look = json.loads((storage / "t" / "test.json").read_text())
+    (look,) = json.loads((storage / "t" / "test.json").read_text())  # every look kept: this sweep took one
     assert (look["trial_id"], look["best_epoch"], look["n_test"]) == (best["trial_id"], best["best_epoch"], 131)
+    assert (look["look"], look["trials"]) == (1, 5)
     line = f"test: test loss {look['test_loss']:.4f} on 131 test samples (trial {best['trial_id']}, best.pt of epoch"
     assert line in done.stdout and line in exported.stdout
+    # The verdict against HAR, by the sweep and by `best`: the ratio and the Diebold-Mariano p-value of test.json.
+    har = look["vs_har"]
+    torch.testing.assert_close(har["ratio"], look["test_loss"] / look["baseline_har"])
+    verdict = verdict_line(look["test_loss"], look["baseline_har"], har["dm_pvalue"])
+    assert verdict in done.stdout.splitlines() and verdict in exported.stdout.splitlines()
+    initial = look["vs_initial"]  # the untuned configuration: the space's first initial point, for reference
+    assert initial["trial_id"] == next(k for k, r in records.items() if r["params"] == SPACE["initial"][0])
     config = yaml.safe_load((tmp_path / "best.yaml").read_text())
     assert config["train"]["lr"] == best["params"]["learning_rate"] and config["train"]["epochs"] == 4
     assert config["model"]["d_model"] == 16 and config["data"]["window"] == 16
     assert config["tuned"] == {"sweep": "t", "trial": best["trial_id"], "best_epoch": best["best_epoch"],
-                               "best_val_loss": best["best_val_loss"], "refit": False}  # what `train --refit` reads
+                               "best_val_loss": best["best_val_loss"], "refit": False,  # what `train --refit` reads
+                               "data_sha256": sha256_of(bars), "unconfirmed": False}
     # What decides the numbers is pinned: the trial ran on 1 CPU thread (cpus_per_worker 1), on the CPU, seed 0.
     assert {k: config["train"][k] for k in ("threads", "device", "seed", "precision")} == {
         "threads": 1, "device": "cpu", "seed": 0, "precision": "fp32"}
@@ -96,7 +107,7 @@ def test_sweep_confirms_its_finalist_over_seeds_and_folds(finished_sweep, tmp_pa
 
     losses = [finalist["best_val_loss"]] + [r["best_val_loss"] for r in runs]
     mean = sum(losses) / 4
-    assert f"val {mean:.4f} +- " in done.stdout and "(n=4)" in done.stdout
+    assert f"val {mean:.4f} +- " in done.stdout and "(runs 4/4)" in done.stdout
     assert "finalists (confirm: top 1; seeds 0, 1; 2 fold(s)):" in done.stdout
     assert f"best: trial {finalist['trial_id']} (the confirmed winner)" in done.stdout
     study = optuna.load_study(study_name="t", storage=f"sqlite:///{storage / 't' / 'optuna.db'}")
@@ -116,7 +127,7 @@ def test_sweep_confirms_its_finalist_over_seeds_and_folds(finished_sweep, tmp_pa
             record["fold"])
 
     exported = run_cli("best", "t", "--storage", storage, "--out", tmp_path / "best.yaml")
-    assert exported.returncode == 0 and "(n=4)" in exported.stdout, exported.stderr
+    assert exported.returncode == 0 and "(runs 4/4)" in exported.stdout, exported.stderr
     assert f"Confirmed over seeds and folds: mean best val_loss {mean:.4f}" in (tmp_path / "best.yaml").read_text()
 
 
@@ -128,12 +139,16 @@ def test_sweep_logs_every_trial_to_mlflow_as_a_nested_run(finished_sweep, bars, 
     assert (storage / "t" / "ray.log").is_file() and not (storage / "t" / "driver.json").exists()
     assert "\x1b[" not in done.stdout + done.stderr and "(raylet)" not in done.stdout + done.stderr
     assert_sweep_logged(uri, "t", ledger(storage / "t"), tmp_path)
-    look = json.loads((storage / "t" / "test.json").read_text())
+    (look,) = json.loads((storage / "t" / "test.json").read_text())
     (parent,) = mlflow.MlflowClient(uri).search_runs(
         [mlflow.MlflowClient(uri).get_experiment_by_name("t").experiment_id], "tags.`mamba_tune.role` = 'sweep'")
     assert {k: v for k, v in parent.data.metrics.items() if "test" in k} == {
         "test_loss": look["test_loss"], "test_baseline_har": look["baseline_har"], "n_test": look["n_test"],
-        "test_baseline_persistence": look["baseline_persistence"], "test_baseline_mean": look["baseline_mean"]}
+        "test_baseline_persistence": look["baseline_persistence"], "test_baseline_mean": look["baseline_mean"],
+        "test_ratio_har": look["vs_har"]["ratio"], "test_dm_stat_har": look["vs_har"]["dm_stat"],
+        "test_dm_pvalue_har": look["vs_har"]["dm_pvalue"], "test_ratio_initial": look["vs_initial"]["ratio"],
+        "test_dm_pvalue_initial": look["vs_initial"]["dm_pvalue"], "test_looks": 1}
+    assert parent.data.tags["mamba_tune.test_look"] == "done"
     assert not (storage / "t" / "tracking").exists() and not (storage / "t" / "tracking-pending.jsonl").exists()
     assert not list((storage / "t" / "train").glob("*/best"))  # each trial's best.pt snapshots, staged and removed
     (dataset,) = [i.dataset for i in parent.inputs.dataset_inputs]  # the bars, by name and content digest

@@ -19,6 +19,7 @@ from mlflow import MlflowClient
 from tests.bars import write_bars
 from tests.cli import assert_one_line_error, free_port, run_cli
 from tests.tuning.tracking.test_registry import checkpoint_forecast
+from tuning.bars_file import sha256_of
 from tuning.search.finalists import seed_members, winner
 from tuning.search.ledger import Ledger
 from tuning.search.space import parse_space
@@ -33,7 +34,8 @@ def the_winner(storage: Path):
     """The sweep's confirmed winner (its ledger record), and its best.pt copied out of Ray Train's storage."""
     folder = storage / "t"
     manifest = json.loads((folder / "sweep.json").read_text())
-    best = winner(list(Ledger(folder / "trials.json").records.values()), parse_space(manifest["space"], "x").confirm)
+    space = parse_space(manifest["space"], "x")
+    best = winner(list(Ledger(folder / "trials.json").records.values()), space.confirm, space.run.train.seed)
     return best, best_pt(storage, best)
 
 
@@ -72,8 +74,8 @@ def test_best_register_ships_the_winners_own_checkpoint_as_challenger(finished_s
     client = MlflowClient(mlflow_server.url, mlflow_server.url)
     assert client.get_model_version_by_alias(MODEL, "challenger").version == "2"  # the alias moved to the newest
     version = client.get_model_version(MODEL, "1")
-    test_look = json.loads((storage / "t" / "test.json").read_text())
-    expected_tags = {"mamba_tune.role": "sweep-winner", "mamba_tune.sweep": "t", "mamba_tune.trial": best.trial_id,
+    (test_look,) = json.loads((storage / "t" / "test.json").read_text())
+    expected_tags = {"mamba_tune.confirmation": "confirmed", "mamba_tune.data_sha256": sha256_of(bars),"mamba_tune.role": "sweep-winner", "mamba_tune.sweep": "t", "mamba_tune.trial": best.trial_id,
                      "mamba_tune.data": str(bars.resolve()), "mamba_tune.data_digest": file_digest(bars),
                      "mamba_tune.best_epoch": str(best.best_epoch),
                      "mamba_tune.val_loss": f"{best.best_val_loss:.6g}",
@@ -108,7 +110,7 @@ def test_best_register_ensemble_ships_the_mean_of_the_winners_seeds(finished_swe
     records = list(Ledger(storage / "t" / "trials.json").records.values())
     members = seed_members(records, best)
     assert [m.seed for m in members[1:]] == [1] and members[1].fold == 1
-    test_look = json.loads((storage / "t" / "test.json").read_text())
+    (test_look,) = json.loads((storage / "t" / "test.json").read_text())
     ensemble = test_look["ensemble"]  # the sweep's one look scored the ensemble beside the winner
     assert ensemble["trials"] == [m.trial_id for m in members] and ensemble["n_members"] == 2
     assert ensemble["member_test_losses"][0] == pytest.approx(test_look["test_loss"], rel=1e-6)

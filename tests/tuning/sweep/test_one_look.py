@@ -1,0 +1,92 @@
+"""The one look at the test segment (tuning/sweep/one_look.py) is never lost and never silently repeated: `resume`
+takes a look the driver did not, tries a failed one again, and a look at another winner is added, never replacing.
+
+Each test breaks a copy of the session's finished sweep (tests/conftest.py) the way a killed driver, a lost
+checkpoint or an extension leaves it; `resume` of a sweep whose trials have all ended starts no Ray.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from tests.cli import run_cli
+from tests.tuning.sweeps import copy_sweep, sweep_run
+
+pytestmark = pytest.mark.integration
+
+
+def looks(storage) -> list[dict]:
+    return json.loads((storage / "t" / "test.json").read_text())
+
+
+def test_resume_takes_the_look_a_killed_driver_left_undone_and_nothing_else(finished_sweep, tmp_path):
+    storage, uri = copy_sweep(finished_sweep, tmp_path)
+    (look,) = looks(storage)
+    (storage / "t" / "test.json").unlink()  # the driver killed after the last confirmation run, before its look
+    ledger = (storage / "t" / "trials.json").read_text()
+    checkpoints = sorted(p.relative_to(storage) for p in (storage / "t" / "train").rglob("*"))
+
+    done = run_cli("resume", "t", "--storage", storage)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "had finished its trials and confirmation runs but not its look at the test segment: taken now" in done.stdout
+    (taken,) = looks(storage)
+    assert (taken["trial_id"], taken["look"], taken["trials"]) == (look["trial_id"], 1, 5)
+    torch.testing.assert_close(taken["test_loss"], look["test_loss"])  # the same best.pt, scored the same
+    torch.testing.assert_close(taken["vs_har"], look["vs_har"])
+    assert (storage / "t" / "trials.json").read_text() == ledger  # no trial, no confirmation run again
+    assert sorted(p.relative_to(storage) for p in (storage / "t" / "train").rglob("*")) == checkpoints
+    assert "test segment: winner " in done.stdout.splitlines()[-1]  # the verdict, last
+    run = sweep_run(uri)
+    assert run.data.tags["mamba_tune.test_look"] == "done" and run.data.metrics["test_looks"] == 1
+
+    again = run_cli("resume", "t", "--storage", storage)
+    assert again.returncode == 0 and "nothing to resume" in again.stdout, again.stderr[-3000:]
+    assert looks(storage) == [taken]  # never repeated
+
+
+def test_a_failed_look_is_said_and_tagged_and_resume_tries_it_again(finished_sweep, tmp_path):
+    storage, uri = copy_sweep(finished_sweep, tmp_path)
+    (look,) = looks(storage)
+    (storage / "t" / "test.json").unlink()
+    trial = storage / "t" / "train" / look["trial_id"]
+    trial.rename(tmp_path / "away")  # the winner's checkpoints out of reach
+
+    failed = run_cli("resume", "t", "--storage", storage)
+    assert failed.returncode == 1, failed.stderr[-3000:]
+    line = f"error: test segment: could not score trial {look['trial_id']} there ("
+    assert failed.stderr.splitlines()[-1].startswith(line) and "`mamba-tune resume t" in failed.stderr
+    assert not (storage / "t" / "test.json").exists()
+    tag = sweep_run(uri).data.tags["mamba_tune.test_look"]
+    assert tag.startswith(f"failed: could not score trial {look['trial_id']} there"), tag
+
+    (tmp_path / "away").rename(trial)
+    done = run_cli("resume", "t", "--storage", storage)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (taken,) = looks(storage)
+    torch.testing.assert_close(taken["test_loss"], look["test_loss"])
+    assert sweep_run(uri).data.tags["mamba_tune.test_look"] == "done"
+
+
+def test_a_look_at_another_winner_is_added_and_every_look_is_counted(finished_sweep, tmp_path):
+    storage, uri = copy_sweep(finished_sweep, tmp_path)
+    (look,) = looks(storage)
+    earlier = {**look, "trial_id": "earlier_00000", "trials": 3}  # the winner before an extension, looked at then
+    (storage / "t" / "test.json").write_text(json.dumps([earlier]))
+
+    done = run_cli("resume", "t", "--storage", storage)
+    assert done.returncode == 0, done.stderr[-3000:]
+    first, second = looks(storage)
+    assert first == earlier  # kept as it was
+    assert (second["trial_id"], second["look"], second["trials"]) == (look["trial_id"], 2, 5)
+    run = sweep_run(uri)
+    assert run.data.metrics["test_looks"] == 2
+    torch.testing.assert_close(run.data.metrics["test_loss"], second["test_loss"])
+
+    best = run_cli("best", "t", "--storage", storage, "--out", tmp_path / "best.yaml")
+    assert best.returncode == 0, best.stderr[-3000:]
+    assert "(look 2 of 2: each extension whose winner changed looked again)" in best.stdout
+    verdicts = [line for line in best.stdout.splitlines() if line.startswith("test segment: winner ")]
+    assert verdicts and " vs HAR " in verdicts[-1], best.stdout  # the verdict against HAR, last of them
