@@ -18,17 +18,17 @@ from optuna.trial import TrialState
 from tests.cli import run_cli
 from tests.processes import process_tree, wait_gone
 from tests.tuning.mlflow_layout import assert_sweep_logged
-from tests.tuning.sweeps import SPACE, STRAIGHT_THROUGH, decisions, ledger, start_after_first_trial, write_space
+from tests.tuning.sweeps import (
+    SPACE,
+    STRAIGHT_THROUGH,
+    decisions,
+    ledger,
+    start_after_first_trial,
+    state_listed,
+    write_space,
+)
 
 pytestmark = pytest.mark.integration
-
-
-def state_listed(storage) -> str:
-    """The state `mamba-tune list` gives sweep t."""
-    done = run_cli("list", "--storage", storage)
-    assert done.returncode == 0, done.stderr
-    row = next(line for line in done.stdout.splitlines() if line.startswith("t "))
-    return row[21:45].strip()
 
 
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGKILL], ids=["SIGINT", "SIGKILL"])

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from tests.cli import ROOT, cli_command, cli_env
+from tests.cli import ROOT, cli_command, cli_env, run_cli
 from tuning.sweep_files import LEDGER, MANIFEST
 
 # Built to show every way a trial ends: the initial points run first, in order. The first
@@ -89,6 +89,14 @@ def copy_sweep(finished_sweep: tuple, dest: Path) -> tuple[Path, str]:
     manifest.update(ray_storage=str(dest / "sweeps"), tracking_uri=copied_uri)
     (dest / "sweeps" / "t" / MANIFEST).write_text(json.dumps(manifest))
     return dest / "sweeps", copied_uri
+
+
+def state_listed(storage: Path) -> str:
+    """The state `mamba-tune list` gives sweep t."""
+    done = run_cli("list", "--storage", storage)
+    assert done.returncode == 0, done.stderr
+    row = next(line for line in done.stdout.splitlines() if line.startswith("t "))
+    return row[21:45].strip()
 
 
 def sweep_run(uri: str, name: str = "t"):

@@ -70,15 +70,15 @@ def cmd_best(args: argparse.Namespace) -> int:
     print(f"wrote {out}{unconfirmed}: lr {config.train.lr:.3g}, weight decay {config.train.weight_decay:.3g}, "
           f"batch {config.train.batch_size}, {config.train.epochs} epochs (best val_loss {best.best_val_loss:.4f})")
     print(f"train it: {train_command(manifest.data, out)}")
-    test = latest_look(paths.folder, best.trial_id)
-    if test is not None:
-        print_test_look(test, paths.folder)
     from tuning.search.importance import load_importances
 
     study = manifest.study_url or (f"sqlite:///{paths.folder / STUDY}" if (paths.folder / STUDY).exists() else None)
     importances = load_importances(study, args.name) if study else None
     if importances is not None:
         print(importances.describe())
+    test = latest_look(paths.folder, best.trial_id)
+    if test is not None:  # its verdict against HAR last
+        print_test_look(test, paths.folder)
     return _register_winner(args, store, paths.folder, manifest, members, config, out) if store is not None else 0
 
 

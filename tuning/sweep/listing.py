@@ -1,7 +1,8 @@
 """`mamba-tune list`: the sweeps in a storage folder, read from their files alone (no Ray, no MLflow).
 
 A sweep's state: running (a live driver, tuning/sweep/driver_mark.py), finished (every search
-trial and confirmation run recorded) or interrupted (neither: `resume` continues it).
+trial and confirmation run recorded, and the winner's look at the test segment taken) or interrupted
+(neither: `resume` continues it).
 """
 
 from __future__ import annotations
@@ -40,13 +41,15 @@ def summarise(folder: Path) -> SweepSummary:
     records = list(Ledger(folder / LEDGER).records.values())
     searched = sum(r.stage == SEARCH for r in records)
     pending = pending_runs(records, space.confirm, space.run.train.seed) if space.confirm is not None else []
-    driver = running_driver(folder)
-    state = RUNNING if driver else FINISHED if searched >= manifest.trials and not pending else INTERRUPTED
     try:
         best = winner(records, space.confirm, space.run.train.seed)
     except Unconfirmed:  # no winner until its confirmation is complete
         best = None
     look = latest_look(folder, best.trial_id) if best is not None else None
+    look_missing = best is not None and space.run.data.test_fraction > 0 and look is None  # `resume` takes it
+    driver = running_driver(folder)
+    done = searched >= manifest.trials and not pending and not look_missing
+    state = RUNNING if driver else FINISHED if done else INTERRUPTED
     test_loss = look["test_loss"] if look is not None else math.nan
     return SweepSummary(manifest.name, state, driver, searched, manifest.trials,
                         best.best_val_loss if best is not None else math.nan, test_loss, manifest.created)

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from tests.cli import run_cli
-from tests.tuning.sweeps import copy_sweep, sweep_run
+from tests.tuning.sweeps import copy_sweep, state_listed, sweep_run
 
 pytestmark = pytest.mark.integration
 
@@ -28,6 +28,7 @@ def test_resume_takes_the_look_a_killed_driver_left_undone_and_nothing_else(fini
     (storage / "t" / "test.json").unlink()  # the driver killed after the last confirmation run, before its look
     ledger = (storage / "t" / "trials.json").read_text()
     checkpoints = sorted(p.relative_to(storage) for p in (storage / "t" / "train").rglob("*"))
+    assert state_listed(storage) == "interrupted"  # not finished while its look is missing
 
     done = run_cli("resume", "t", "--storage", storage)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -45,6 +46,7 @@ def test_resume_takes_the_look_a_killed_driver_left_undone_and_nothing_else(fini
     again = run_cli("resume", "t", "--storage", storage)
     assert again.returncode == 0 and "nothing to resume" in again.stdout, again.stderr[-3000:]
     assert looks(storage) == [taken]  # never repeated
+    assert state_listed(storage) == "finished"
 
 
 def test_a_failed_look_is_said_and_tagged_and_resume_tries_it_again(finished_sweep, tmp_path):
