@@ -169,7 +169,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     finished = Ledger(paths.folder / LEDGER).records
     searched_all = sum(r.stage == SEARCH for r in finished.values()) >= manifest.trials
     if searched_all and not confirmation_runs(paths.folder / LEDGER, space):
-        return _finish(session, store, paths, manifest, space, data, list(finished.values()))
+        return _finish(session, store, paths, manifest, space, data, list(finished.values()), args.storage)
     client = open_store(store)  # an unreachable tracking server fails here, before Ray starts
     started = session.start_ray(args.address)
     try:
@@ -182,7 +182,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
 
 def _finish(session: Any, store: Any, paths: SweepPaths, manifest: SweepManifest, space: Any, data: Any,
-            records: list) -> int:
+            records: list, storage: str) -> int:
     """`resume` of a sweep whose trials and confirmation runs have all ended: only what its driver left undone
     (the look at the test segment, MLflow writes it saved), without Ray."""
     session.end_lost_trials(paths)
@@ -195,8 +195,8 @@ def _finish(session: Any, store: Any, paths: SweepPaths, manifest: SweepManifest
               "nothing to resume")
         return 0
     if done.look_failure:
-        print(f"error: test segment: {done.look_failure}; `mamba-tune resume {paths.name}` tries again",
-              file=sys.stderr)
+        print(f"error: test segment: {done.look_failure}; `mamba-tune resume {paths.name}{storage_flag(storage)}` "
+              "tries again", file=sys.stderr)
         return 1
     print(f"sweep {paths.name} had finished its trials and confirmation runs but not its look at the test segment: "
           "taken now")

@@ -96,6 +96,16 @@ class SweepOutcome:
         return not self.complete
 
 
+@dataclass(frozen=True)
+class FinishedSweep:
+    """What `finish` did to a sweep whose trials had all ended."""
+
+    test: dict[str, Any] | None  # the look taken now
+    look_failure: str | None  # why it failed
+    looked: bool  # a look was due, and tried
+    tracking_unsent: int
+
+
 def write_manifest(paths: SweepPaths, data_path: Path, space_values: dict[str, Any], trials: int,
                    data: Dataset, tracking_uri: str, memory_probe: ProbeResult | None = None) -> SweepManifest:
     """What `resume` needs to continue the sweep exactly as it was asked, and log to the same MLflow runs.
@@ -232,14 +242,6 @@ def finish(store: TrackingStore, client: Any, paths: SweepPaths, manifest: Sweep
     return FinishedSweep(test, failure, due, unsent)
 
 
-@dataclass(frozen=True)
-class FinishedSweep:
-    test: dict[str, Any] | None  # the look taken now
-    look_failure: str | None  # why it failed
-    looked: bool  # a look was due, and tried
-    tracking_unsent: int
-
-
 def run(paths: SweepPaths, space: SweepSpace, data: Dataset, trials: int, plan: TrialPlan,
         tracking: SweepTracking, resume: bool = False, stages: tuple[int, ...] | None = None) -> SweepOutcome:
     """Run (or continue) the sweep until every trial has ended or it is interrupted; log it all to MLflow.
@@ -287,7 +289,8 @@ def _importances(paths: SweepPaths) -> Importances | None:
 def _one_look(paths: SweepPaths, space: SweepSpace, data: Dataset,
               trials: int) -> tuple[dict[str, Any] | None, str | None]:
     """(the confirmed winner's look at the test segment, None) once taken or read back; (None, None) with no
-    winner or no test segment; (None, why) when the look failed: said in a line, and `resume` tries again."""
+    winner or no test segment; (None, why) when the look failed (the CLI says so, MLflow tags it, and `resume`
+    tries again)."""
     records = list(Ledger(paths.folder / LEDGER).records.values())
     chosen = winner(records, space.confirm, space.run.train.seed)
     if chosen is None:
@@ -296,9 +299,7 @@ def _one_look(paths: SweepPaths, space: SweepSpace, data: Dataset,
         return look_at_test_segment(paths.folder, paths.ray_storage, f"{paths.sweep_storage}/train", chosen, data,
                                     seed_members(records, chosen), initial_trial(records, space), trials), None
     except Exception as exc:  # noqa: BLE001 - the sweep's results stand without it; say why it is missing
-        why = f"could not score trial {chosen.trial_id} there ({first_line(exc)})"
-        note(f"test segment: {why}; `mamba-tune resume {paths.name}` tries again")
-        return None, why
+        return None, f"could not score trial {chosen.trial_id} there ({first_line(exc)})"
 
 
 def _remove_snapshots(paths: SweepPaths, records: list[TrialRecord]) -> None:
