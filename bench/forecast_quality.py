@@ -13,6 +13,7 @@ is read back (test.json). Prints JSON, one entry per (data, space):
   ensemble_test_loss   its seed ensemble, the mean forecast of its runs on every confirm seed (null: none)
   har, persistence, mean   the baselines on the same test samples
   ratio_to_har         test_loss / har (<= 0.95: the goal); ensemble_ratio_to_har the same for the ensemble
+  dm_pvalue_har        the Diebold-Mariano p-value of the winner's squared errors against HAR's (the sweep's verdict)
   sweep_s              the sweep's wall-clock seconds
 All losses are mean squared errors in scaled target units (log volatility standardised on the
 training segment). A sweep is a measurement of one run: rerun to see its spread.
@@ -26,6 +27,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+from tuning.sweep_files import read_test_looks
 
 ROOT = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-m", "tuning.cli"]
@@ -50,7 +53,7 @@ def sweep(bars: Path, space: Path, storage: Path) -> dict:
     if done.returncode != 0:
         raise SystemExit(f"error: sweep of {space.name} on {bars.name} failed ({done.stderr.strip()[-500:]})")
     (folder,) = [p.parent for p in storage.glob("*/test.json")]
-    return {**json.loads((folder / "test.json").read_text()), "sweep_s": seconds}
+    return {**read_test_looks(folder)[-1], "sweep_s": seconds}  # its one look
 
 
 def entry(data: str, space: str, look: dict) -> dict:
@@ -61,6 +64,7 @@ def entry(data: str, space: str, look: dict) -> dict:
             "har": har, "persistence": look["baseline_persistence"], "mean": look["baseline_mean"],
             "ratio_to_har": look["test_loss"] / har,
             "ensemble_ratio_to_har": ensemble["test_loss"] / har if ensemble else None,
+            "dm_pvalue_har": look["vs_har"]["dm_pvalue"],
             "n_test": look["n_test"], "sweep_s": round(look["sweep_s"], 1)}
 
 
