@@ -92,6 +92,9 @@ def cmd_train(args: argparse.Namespace) -> int:
     if refit:
         print(f"refit: training on the training and validation segments together for {config.train.epochs} epochs "
               f"(the best epoch count of trial {config.tuned.trial}); val_loss is in-sample, best.pt the last epoch")
+    if config.tuned is not None and config.tuned.unconfirmed:
+        print(f"warning: trial {config.tuned.trial} is UNCONFIRMED (best --unconfirmed: sweep {config.tuned.sweep}'s "
+              "confirmation runs were incomplete); its registered version says so", file=sys.stderr)
     bar = _ProgressBar(config.train.epochs)
     # On resume, metrics.json restarts from the checkpoint's own history: exactly the epochs it holds.
     history: list[dict[str, Any]] = load_checkpoint(args.out / "last.pt")["history"] if args.resume else []

@@ -20,7 +20,7 @@ from tuning.search.recipe import TrainingRecipe
 from tuning.sweep.manifest import SweepManifest
 from tuning.sweep.trial_files import final_checkpoint, read_history, stage_best, stage_record_best, storage_filesystem
 from tuning.sweep_files import latest_look
-from tuning.tracking.registry import Shipment
+from tuning.tracking.registry import CONFIRMATION_TAG, Shipment
 from tuning.tracking.runs import find_sweep_run
 from tuning.tracking.store import resolve_store
 
@@ -48,7 +48,7 @@ def stage_winner(folder: Path, manifest: SweepManifest, winner: TrialRecord, con
             "mamba_tune.sweep_id": manifest.sweep_id, "mamba_tune.trial": winner.trial_id,
             "mamba_tune.data": manifest.data,
             "mamba_tune.best_epoch": str(winner.best_epoch), "mamba_tune.val_loss": f"{winner.best_val_loss:.6g}",
-            "mamba_tune.confirmation": "unconfirmed" if unconfirmed else "confirmed"}
+            CONFIRMATION_TAG: "unconfirmed" if unconfirmed else "confirmed"}
     if manifest.bars_sha256:
         tags["mamba_tune.data_sha256"] = manifest.bars_sha256
     test = latest_look(folder, winner.trial_id)

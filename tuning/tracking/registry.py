@@ -44,6 +44,7 @@ from tuning.tracking.lineage import bars_input, dataset_input
 from tuning.tracking.store import EPOCH_METRICS, TrackingStore
 
 DEFAULT_EXPERIMENT = "production"
+CONFIRMATION_TAG = "mamba_tune.confirmation"  # a sweep winner's: confirmed, or unconfirmed (`best --unconfirmed`)
 DIGEST_TAG = "mamba_tune.data_digest"  # the run's and version's: the bars' digest (tuning/tracking/lineage.py)
 FIRST_BAR_TAG = "mamba_tune.data_first_bar_ns"  # a version's tag: the first bar (int64 ns, UTC) of the bars it
 LAST_BAR_TAG = "mamba_tune.data_last_bar_ns"  # trained on, and the last: what `promote` compares new bars with
@@ -97,6 +98,9 @@ def register_run(store: TrackingStore, experiment: str, model_name: str, config:
     """Log the finished `train` run in `out_dir` (config.yaml, metrics.json, best.pt) and register its model."""
     tags = {"mamba_tune.role": "production", "mamba_tune.data": str(Path(data_path).resolve()),
             "mamba_tune.out": str(Path(out_dir).resolve()), "mamba_tune.best_epoch": str(result.best_epoch)}
+    if config.tuned is not None:  # a sweep's winner trained again: which, and whether the sweep confirmed it
+        tags.update({"mamba_tune.sweep": config.tuned.sweep, "mamba_tune.trial": config.tuned.trial,
+                     CONFIRMATION_TAG: "unconfirmed" if config.tuned.unconfirmed else "confirmed"})
     return register_model(store, experiment, model_name, Shipment(
         config, data_path, out_dir / "best.pt", (out_dir / "config.yaml", out_dir / "metrics.json"), result.history,
         result.best_epoch, f"train {out_dir.name}", tags), alias=alias)

@@ -44,7 +44,7 @@ def test_best_refuses_a_sweep_whose_confirmation_is_incomplete_and_says_what_is_
     assert mlflow.MlflowClient(uri).search_registered_models() == []  # nothing registered
 
 
-def test_best_unconfirmed_hands_over_the_best_finalist_so_far_marked_unconfirmed(finished_sweep, tmp_path):
+def test_best_unconfirmed_hands_over_the_best_finalist_so_far_marked_unconfirmed(finished_sweep, bars, tmp_path):
     storage, uri = copy_sweep(finished_sweep, tmp_path)
     finalist = drop_a_confirmation_run(storage)
     done = run_cli("best", "t", "--storage", storage, "--out", tmp_path / "best.yaml", "--unconfirmed",
@@ -59,6 +59,12 @@ def test_best_unconfirmed_hands_over_the_best_finalist_so_far_marked_unconfirmed
     version = client.get_model_version("mt-unconfirmed", "1")
     for tags in (version.tags, client.get_run(version.run_id).data.tags):
         assert tags["mamba_tune.confirmation"] == "unconfirmed"
+
+    trained = run_cli("train", "--data", bars, "--config", tmp_path / "best.yaml", "--epochs", "1", "--out",
+                      tmp_path / "prod", "--register", "mt-unconfirmed", "--tracking-uri", uri)
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    assert f"warning: trial {finalist['trial_id']} is UNCONFIRMED" in trained.stderr
+    assert client.get_model_version("mt-unconfirmed", "2").tags["mamba_tune.confirmation"] == "unconfirmed"
 
 
 def test_a_winner_is_registered_and_refitted_only_with_the_bars_it_was_tuned_on(finished_sweep, bars, tmp_path):
