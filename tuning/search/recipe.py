@@ -48,7 +48,9 @@ class Tuned:
         return tuned
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """The section as written: data_sha256 and unconfirmed only when set (the keys earlier versions wrote)."""
+        values = dataclasses.asdict(self)
+        return {k: v for k, v in values.items() if not (k in ("data_sha256", "unconfirmed") and not v)}
 
 
 @dataclass(frozen=True)

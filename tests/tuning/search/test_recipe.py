@@ -43,6 +43,8 @@ def test_recipe_tuned_section_round_trips_and_is_checked(tmp_path):
     config.write_yaml(tmp_path / "best.yaml", "mamba-tune train --data x --config best.yaml")
     assert TrainingRecipe.from_yaml(tmp_path / "best.yaml") == config
     assert "tuned" not in TrainingRecipe().to_dict()  # a plain configuration has none
+    marked = {**tuned, "data_sha256": "ab" * 32, "unconfirmed": True}  # best --unconfirmed, with its bars' hash
+    assert TrainingRecipe.from_dict({"tuned": marked}).to_dict()["tuned"] == marked
     with pytest.raises(ConfigError, match="config: tuned: best_epoch must be a positive integer, got 0"):
         TrainingRecipe.from_dict({"tuned": {**tuned, "best_epoch": 0}})
     with pytest.raises(ConfigError, match="config: tuned: "):

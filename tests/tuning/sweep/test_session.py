@@ -64,7 +64,7 @@ def test_sweep_stops_trials_by_asha_and_gate_and_its_best_trains_again(bars, fin
     assert config["model"]["d_model"] == 16 and config["data"]["window"] == 16
     assert config["tuned"] == {"sweep": "t", "trial": best["trial_id"], "best_epoch": best["best_epoch"],
                                "best_val_loss": best["best_val_loss"], "refit": False,  # what `train --refit` reads
-                               "data_sha256": sha256_of(bars), "unconfirmed": False}
+                               "data_sha256": sha256_of(bars)}  # and whose bars (`unconfirmed: true` only if so)
     # What decides the numbers is pinned: the trial ran on 1 CPU thread (cpus_per_worker 1), on the CPU, seed 0.
     assert {k: config["train"][k] for k in ("threads", "device", "seed", "precision")} == {
         "threads": 1, "device": "cpu", "seed": 0, "precision": "fp32"}
