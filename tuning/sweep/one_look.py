@@ -91,11 +91,16 @@ def score(ray_storage: str, train_storage: str, winner: TrialRecord, data: Datas
 
 def _versus(errors: np.ndarray, reference: np.ndarray, horizon: int) -> dict[str, float]:
     """The winner's squared errors (n_test,) against a reference's (n_test,): {test_loss (the reference's), ratio,
-    dm_stat, dm_pvalue}; a negative statistic: the winner's errors are the smaller."""
-    test = diebold_mariano(errors, reference, horizon)
+    dm_stat, dm_pvalue}; a negative statistic: the winner's errors are the smaller. NaN statistic and p-value where
+    the test cannot be made (no more test samples than the horizon, a non-finite error): the losses still stand."""
+    try:
+        test = diebold_mariano(errors, reference, horizon)
+        stat, pvalue = test.stat, test.pvalue
+    except ValueError:
+        stat = pvalue = math.nan
     reference_loss = float(np.mean(reference))
     return {"test_loss": reference_loss, "ratio": float(np.mean(errors)) / reference_loss if reference_loss
-            else math.inf, "dm_stat": test.stat, "dm_pvalue": test.pvalue}
+            else math.inf, "dm_stat": stat, "dm_pvalue": pvalue}
 
 
 def initial_trial(records: list[TrialRecord], space: SweepSpace) -> TrialRecord | None:
