@@ -31,7 +31,10 @@ def credentials_in(uri: str) -> list[str]:
     """What in `uri` is a credential: "user:password@", "user@", then each secret KEY as written; [] for none."""
     found = []
     if "://" in uri:
-        parts = urlsplit(uri)
+        try:
+            parts = urlsplit(uri)
+        except ValueError as exc:  # e.g. an unclosed '[' in the host; the URI is not shown: it may hold a secret
+            raise UsageError(f"a URI given is not one ({exc}); check its brackets and characters") from None
         if parts.username is not None or parts.password is not None:
             found.append("user:password@" if parts.password is not None else "user@")
     keys: dict[str, str] = {}

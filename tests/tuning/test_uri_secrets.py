@@ -76,3 +76,9 @@ def test_check_study_url_refuses_credentials_before_it_says_what_the_url_is(url)
     with pytest.raises(UsageError, match=r"^--study-url .* holds credentials") as refused:
         check_study_url(url)  # the first is no database URL either: that line would show it whole
     assert SECRET not in str(refused.value)
+
+
+def test_credentials_in_refuses_a_malformed_uri_in_one_line_without_showing_it():
+    with pytest.raises(UsageError, match=r"^a URI given is not one \(") as refused:
+        credentials_in(f"s3://[{SECRET}")
+    assert SECRET not in str(refused.value)

@@ -186,7 +186,7 @@ def _finish(session: Any, store: Any, paths: SweepPaths, manifest: SweepManifest
     """`resume` of a sweep whose trials and confirmation runs have all ended: only what its driver left undone
     (the look at the test segment, MLflow writes it saved), without Ray."""
     session.end_lost_trials(paths)
-    done = session.finish(store, open_store(store), paths, manifest, space, data)
+    done = session.finish(store, paths, manifest, space, data)
     _unsent(done.tracking_unsent)
     print_leaderboard(records)
     print_finalists(records, space)

@@ -76,7 +76,7 @@ def score(ray_storage: str, train_storage: str, winner: TrialRecord, data: Datas
         errors = squared_errors_on_test_segment([best], data)  # (n_test,)
         scores = {"trial_id": winner.trial_id, "best_epoch": winner.best_epoch, **score_squared_errors(errors, data),
                   "vs_har": _versus(errors, har_squared_errors(data), horizon)}
-        if initial is not None:
+        if initial is not None and initial.trial_id != winner.trial_id:  # the winner untuned: nothing to compare
             reference = stage_record_best(fs, train_storage, initial, Path(tmp) / "initial.pt")
             if reference is not None:
                 scores["vs_initial"] = {"trial_id": initial.trial_id,

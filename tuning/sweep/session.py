@@ -70,7 +70,7 @@ from tuning.sweep_files import (
 )
 from tuning.tracking.log import SWEEP_KEY, TrackingLog, note
 from tuning.tracking.runs import SweepTracking, close_sweep, log_test_look, open_sweep
-from tuning.tracking.store import TrackingStore, first_line
+from tuning.tracking.store import TrackingStore, first_line, open_store
 
 RAY_ENV = {  # for every Ray process of the sweep
     "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.5",  # the default 2 s delays every epoch's report by ~1 s
@@ -220,7 +220,7 @@ def open_tracking(store: TrackingStore, client: Any, paths: SweepPaths, manifest
                       data.summary, data.baselines, settings, manifest.bars_sha256)
 
 
-def finish(store: TrackingStore, client: Any, paths: SweepPaths, manifest: SweepManifest, space: SweepSpace,
+def finish(store: TrackingStore, paths: SweepPaths, manifest: SweepManifest, space: SweepSpace,
            data: Dataset) -> FinishedSweep:
     """A sweep whose trials and confirmation runs have all ended, finished without Ray: its driver stopped before
     the sweep's own end. The one look at the test segment it has not taken (its driver was killed first, or the
@@ -230,6 +230,7 @@ def finish(store: TrackingStore, client: Any, paths: SweepPaths, manifest: Sweep
     due = chosen is not None and look_due(paths.folder, chosen, data)
     if not due and not (paths.folder / TRACKING_SPOOL).exists():
         return FinishedSweep(None, None, False, 0)
+    client = open_store(store)  # only now: a finished sweep with nothing to do needs no store
     log = TrackingLog(client, store.experiment_id(client, paths.name), manifest.sweep_id,
                       paths.folder / TRACKING_SPOOL)
     test, failure = _one_look(paths, space, data, manifest.trials) if due else (None, None)
