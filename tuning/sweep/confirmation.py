@@ -38,11 +38,12 @@ def confirmation_runs(ledger_path: Path, space: SweepSpace) -> list[ConfirmRun]:
 
 
 def run_confirmation(ledger_path: Path, space: SweepSpace, setup: TrialSetup, plan: TrialPlan, data_path: str,
-                     sweep_storage: str, ray_storage: str) -> bool:
-    """Run the pending confirmation runs; True when every one has ended (False: interrupted)."""
+                     sweep_storage: str, ray_storage: str) -> None:
+    """Run the pending confirmation runs until each has ended or the sweep is interrupted; which still have no
+    result the ledger says (confirmation_runs): the session asks it, not Ray Tune's count of ended trials."""
     runs = confirmation_runs(ledger_path, space)
     if not runs:
-        return True
+        return
     setup = dataclasses.replace(setup, fold_datasets=_fold_datasets(space, runs, data_path))
     trainable = ray.tune.with_resources(ray.tune.with_parameters(run_trial, setup=setup), TRIAL_DRIVER_RESOURCES)
     # Every run to its last epoch: a gate with no threshold, so only a non-finite loss stops one early.
@@ -58,8 +59,7 @@ def run_confirmation(ledger_path: Path, space: SweepSpace, setup: TrialSetup, pl
         run_config=ray.tune.RunConfig(name=CONFIRM_DIR, storage_path=sweep_storage, verbose=0,
                                       callbacks=[SweepCallback(ledger_path, open_gate, ray_storage)]),
     )
-    results = tuner.fit()
-    return len(results) >= len(runs) and results.num_terminated + results.num_errors == len(results)
+    tuner.fit()
 
 
 def record_in_study(ledger_path: Path, space: SweepSpace, study_url: str, study_name: str) -> None:

@@ -46,7 +46,8 @@ def summarise(folder: Path) -> SweepSummary:
     except Unconfirmed:  # no winner until its confirmation is complete
         best = None
     look = latest_look(folder, best.trial_id) if best is not None else None
-    look_missing = best is not None and space.run.data.test_fraction > 0 and look is None  # `resume` takes it
+    # `resume` takes a missing look (look_due, without loading the bars: a test segment exists at test_fraction > 0)
+    look_missing = best is not None and space.run.data.test_fraction > 0 and look is None
     driver = running_driver(folder)
     done = searched >= manifest.trials and not pending and not look_missing
     state = RUNNING if driver else FINISHED if done else INTERRUPTED
