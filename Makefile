@@ -12,7 +12,7 @@ STAMP := $(VENV)/.installed
 CHROMIUM := /usr/bin/chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test test-load lint bench clean ui
+.PHONY: demo test test-faults test-load lint bench clean ui
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -55,10 +55,17 @@ postgres-programs:
 	command -v initdb >/dev/null || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || \
 		$(SUDO) apt-get install -y -q postgresql || ($(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q postgresql)
 
-test: $(STAMP) $(CHROMIUM) postgres-programs
-	$(PY) -m pytest -q
+# Three tiers (README, Tests); CI (.ci/run) runs all three.
+# The everyday tier: everything but the fault and cluster tests, one real sweep end to end among them.
+test: $(STAMP) $(CHROMIUM)
+	$(PY) -m pytest -q --ignore=tests/reliability --ignore=tests/cluster
 
-# The load test (tests/reliability/test_load.py: 64 trials, about 25 minutes on 2 cores); CI runs it too.
+# Faults and clusters: kills, outages, head loss, disk faults, bad and unsafe input (tests/reliability) and the
+# multi-node Ray started with `ray start` (tests/cluster).
+test-faults: $(STAMP) postgres-programs
+	$(PY) -m pytest -q tests/reliability tests/cluster
+
+# The load test (tests/reliability/test_load.py: 64 trials).
 test-load: $(STAMP)
 	$(PY) -m pytest -q -m load tests/reliability/test_load.py
 

@@ -4,9 +4,10 @@ Run by hand:  .venv/bin/python bench/driver_memory.py [--trials 2] [--out runs/b
 
 Runs a real `mamba-tune sweep` of the smoke space with every trial at once and samples, every
 second, the memory of each Ray process by its role (its process title): the trial's driver (Tune's
-function trainable, `ImplicitFunc`), Ray Train's `TrainController` and the small actors it starts per
-trial (`PlacementGroupCleaner`, `SynchronizationActor`, `DatasetManager`), and the training workers
-(`RayTrainWorker`, on a GPU node in a cluster). Prints JSON:
+function trainable, `ImplicitFunc`, reused from trial to trial), Ray Train's `TrainController` and the
+small actor it starts per trial (`SynchronizationActor`; tuning/sweep/trial_trainer.py leaves out the
+placement-group cleaner and the dataset manager), and the training workers (`RayTrainWorker`, on a GPU
+node in a cluster). Prints JSON:
   roles            per role: processes seen, the median over processes of each one's peak USS and RSS (MB)
                    and of its CPU seconds
   per_trial_head_mb   the sum of the non-worker roles' median peak USS: what one trial adds to the head
@@ -31,7 +32,7 @@ import psutil
 
 ROOT = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-m", "tuning.cli"]
-HEAD_ROLES = ("ImplicitFunc", "TrainController", "PlacementGroupCleaner", "SynchronizationActor", "DatasetManager")
+HEAD_ROLES = ("ImplicitFunc", "TrainController", "SynchronizationActor")
 ROLES = (*HEAD_ROLES, "RayTrainWorker")
 MB = 2**20
 

@@ -20,36 +20,13 @@ extended sweep stops the trials one uninterrupted scheduler would have stopped.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from ray.tune.schedulers import AsyncHyperBandScheduler, TrialScheduler
 
+from tuning.search.curves import CurveSource, RecordedCurve
 from tuning.search.gate import GateConfig, gate_decision
 from tuning.search.space import SchedulerConfig
-
-
-@dataclass(frozen=True)
-class RecordedCurve:
-    """How far a trial got before a resume: its val_loss by epoch (E0 first; a diverged epoch is not in it)
-    and the last epoch it reported."""
-
-    val_loss: tuple[float, ...]
-    last_epoch: int
-
-
-class CurveSource(Protocol):
-    """How far the sweep's search trials got (tuning/sweep/trial_files.py's SweepCurves). It must pickle: Tune
-    saves it with the scheduler."""
-
-    def recorded(self) -> dict[str, RecordedCurve]:
-        """Trial id -> curve of each search trial the ledger holds (on the validation segment)."""
-        ...
-
-    def unrecorded(self, trial_id: str) -> RecordedCurve | None:
-        """The curve of a trial the ledger does not hold, from its checkpoints; None when the ledger holds it (at
-        any stage) or it has no checkpoint."""
-        ...
 
 
 class GatedASHA(AsyncHyperBandScheduler):

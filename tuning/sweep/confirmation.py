@@ -55,7 +55,7 @@ def run_confirmation(ledger_path: Path, space: SweepSpace, setup: TrialSetup, pl
         tune_config=ray.tune.TuneConfig(
             # Its own limit: Tune applies max_concurrent_trials to a Searcher, not to this generator.
             search_alg=BasicVariantGenerator(points_to_evaluate=configs, max_concurrent=plan.concurrency),
-            num_samples=len(runs), reuse_actors=False),
+            num_samples=len(runs), reuse_actors=True),  # as the search's (tuning/sweep/report_relay.py)
         run_config=ray.tune.RunConfig(name=CONFIRM_DIR, storage_path=sweep_storage, verbose=0,
                                       callbacks=[SweepCallback(ledger_path, open_gate, ray_storage)]),
     )

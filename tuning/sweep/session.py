@@ -55,6 +55,7 @@ from tuning.sweep.manifest import SweepManifest
 from tuning.sweep.memory_probe import ProbeResult
 from tuning.sweep.one_look import initial_trial, look_at_test_segment, look_due
 from tuning.sweep.record_copies import copy_records_or_note, earlier_folders, follow_move
+from tuning.sweep.report_relay import start_relay
 from tuning.sweep.trainable import TrialSetup, run_trial
 from tuning.sweep.trial_files import SweepCurves, remove_best_snapshots, storage_filesystem
 from tuning.sweep.trial_lifecycle import ACTIVE, SweepCallback, active_key
@@ -75,6 +76,9 @@ from tuning.tracking.store import TrackingStore, first_line, open_store
 RAY_ENV = {  # for every Ray process of the sweep
     "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.5",  # the default 2 s delays every epoch's report by ~1 s
     "RAY_AIR_NEW_OUTPUT": "0",
+    # Ray Train's metrics (Prometheus gauges of its controller and workers, through the node's metrics agent):
+    # nothing of the sweep reads them, each process of every trial pays for them.
+    "RAY_TRAIN_METRICS_ENABLED": "0",
 }
 PREEMPTION_WATCHER = "RAY_TRAIN_ENABLE_PREEMPTION_WATCHER"
 
@@ -169,13 +173,16 @@ def start_ray(address: str | None) -> bool:
         # a process per trial, would have nothing to watch (a cluster's sweep keeps it).
         env[PREEMPTION_WATCHER] = "0"
         local = {"include_dashboard": True, "dashboard_port": port}
-    os.environ.update(env)  # this process is Tune's driver
+    os.environ.update(env)  # this process is Tune's driver; a Ray started here inherits it, in every process
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     logging.getLogger("ray.tune").setLevel(logging.ERROR)  # its interruption and restore hints name its API, not ours
     logging.getLogger("ray._private.authentication").setLevel(logging.ERROR)  # "token auth is on": nothing to do
     try:
+        # A cluster's processes get the settings as the job's runtime environment. A Ray started here has them
+        # already, and a runtime environment would cost every process of every trial (each actor's worker
+        # started for it, through the runtime-env agent: ~0.4 CPU-s a process here).
         ray.init(address="local" if started else address, log_to_driver=False, logging_level=logging.WARNING,
-                 runtime_env={"env_vars": env}, **local)
+                 **({} if started else {"runtime_env": {"env_vars": env}}), **local)
     except ConnectionError as exc:
         raise UsageError(f"{source} {address}: no Ray cluster answers there ({exc}); start one with "
                          "`ray start --head` or check the address") from None
@@ -320,7 +327,8 @@ def end_lost_trials(paths: SweepPaths) -> None:
 
 def _trial_setup(paths: SweepPaths, space: SweepSpace, data: Dataset, plan: TrialPlan) -> TrialSetup:
     """What every trial shares, the data put in the object store once."""
-    return TrialSetup(run=space.run.to_dict(), dataset=ray.put(data), plan=plan, storage=f"{paths.sweep_storage}/train",
+    return TrialSetup(run=space.run.to_dict(), dataset=ray.put(data), plan=plan, relay=start_relay(),
+                      storage=f"{paths.sweep_storage}/train",
                       max_failures=space.resources.max_failures,
                       finished={k: r.final_result() for k, r in Ledger(paths.folder / LEDGER).records.items()})
 
@@ -362,7 +370,9 @@ def _fit(paths: SweepPaths, space: SweepSpace, setup: TrialSetup, name: str, tri
                     paths.folder / LEDGER, paths.ray_storage, f"{paths.sweep_storage}/train")),
                 num_samples=trials,
                 max_concurrent_trials=plan.concurrency,
-                reuse_actors=False),  # a stopped trial's thread is still in TorchTrainer.fit: no reuse
+                # A Tune actor (a process) serves trial after trial; a stopped trial's run is aborted first
+                # (tuning/sweep/report_relay.py).
+                reuse_actors=True),
             run_config=ray.tune.RunConfig(
                 name=name, storage_path=paths.sweep_storage, verbose=0,
                 callbacks=[SweepCallback(paths.folder / LEDGER, space, paths.ray_storage)]),

@@ -23,9 +23,9 @@ from typing import Any
 
 import pyarrow.fs
 
+from tuning.search.curves import RecordedCurve
 from tuning.search.finalists import SEARCH
 from tuning.search.ledger import Ledger, TrialRecord
-from tuning.search.scheduler import RecordedCurve
 from tuning.sweep.record_copies import moved_folder
 from tuning.sweep_files import is_uri
 

@@ -25,6 +25,7 @@ from tuning.search.ledger import Ledger, TrialRecord
 from tuning.search.space import SweepSpace, searched
 from tuning.sweep.orphan_groups import OrphanGroups
 from tuning.sweep.record_copies import copy_records_or_note, moved_folder
+from tuning.sweep.report_relay import end_run
 from tuning.sweep.trial_files import (
     final_checkpoint,
     prune_best_snapshots,
@@ -56,7 +57,7 @@ class SweepCallback(ray.tune.Callback):
         self.train_s: dict[str, float] = {}
         self.checkpoints: dict[str, str] = {}  # trial id -> its latest checkpoint folder
         self.recorded: set[str] | None = None  # trial ids in the ledger, read once per driver
-        self.orphans = OrphanGroups()  # worker placement groups of stopped trials that Ray Train left behind
+        self.orphans = OrphanGroups()  # worker placement groups no trial's run has given back
 
     def __getstate__(self) -> dict[str, Any]:  # what Ray Tune pickles: no open filesystem, no watch of live groups
         return {k: v for k, v in self.__dict__.items() if k not in ("fs", "orphans")}
@@ -118,6 +119,7 @@ class SweepCallback(ray.tune.Callback):
         self._finish(trials, trial, errored=True)
 
     def _finish(self, trials: list[Trial], trial: Trial, errored: bool) -> None:
+        end_run(trial.trial_id)  # a stopped trial's Train run and placement group (tuning/sweep/report_relay.py)
         staging = self.ledger_path.parent / TRACKING_STAGING
         ledger = Ledger(self.ledger_path)
         if self._in_ledger(trial):  # recorded by a killed driver: MLflow gets its end again, in case it had not

@@ -11,9 +11,10 @@ from types import SimpleNamespace
 
 from ray.tune.schedulers import TrialScheduler
 
+from tuning.search.curves import RecordedCurve
 from tuning.search.gate import GateConfig
 from tuning.search.ledger import Ledger, TrialRecord
-from tuning.search.scheduler import GatedASHA, RecordedCurve
+from tuning.search.scheduler import GatedASHA
 from tuning.search.space import SchedulerConfig
 from tuning.sweep.trial_files import HISTORY, SweepCurves
 

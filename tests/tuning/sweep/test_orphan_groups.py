@@ -1,5 +1,6 @@
-"""Worker placement groups left with no actor are given back after a grace period (tuning/sweep/orphan_groups.py),
-on a real local Ray with its dashboard (Ray's state API), as the sweep starts it."""
+"""Worker placement groups left with no live actor are given back (tuning/sweep/orphan_groups.py): at once when
+their actors have died (a trial Tune stopped), after a grace period when none ever lived there; on a real local
+Ray with its dashboard (Ray's state API), as the sweep starts it."""
 
 from __future__ import annotations
 
@@ -40,6 +41,27 @@ def test_only_a_worker_group_no_actor_has_used_for_the_grace_period_is_given_bac
         assert states()[used.id.hex()] == "CREATED" and states()[head_memory.id.hex()] == "CREATED"
         assert watch.give_back(2 * GRACE_S + LOOK_EVERY_S) == []
         assert ray.get(worker.ping.remote(), timeout=60) == "pong"
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def test_a_group_whose_actors_died_is_given_back_at_the_first_look():
+    started = session.start_ray(None)
+    try:
+        stopped = placement_group([{"CPU": 1}])  # a trial Tune stopped: its worker died, its group stayed
+        running = placement_group([{"CPU": 1}])
+        ray.get([stopped.ready(), running.ready()], timeout=60)
+        dead = Worker.options(scheduling_strategy=PlacementGroupSchedulingStrategy(stopped)).remote()
+        alive = Worker.options(scheduling_strategy=PlacementGroupSchedulingStrategy(running)).remote()
+        assert ray.get([dead.ping.remote(), alive.ping.remote()], timeout=60) == ["pong", "pong"]
+        ray.kill(dead)
+
+        watch = OrphanGroups()
+        assert watch.give_back(0.0) == [stopped.id.hex()]  # no grace period for it
+        assert states()[stopped.id.hex()] == "REMOVED" and states()[running.id.hex()] == "CREATED"
+        assert watch.give_back(LOOK_EVERY_S) == []
+        assert ray.get(alive.ping.remote(), timeout=60) == "pong"
     finally:
         if started:
             ray.shutdown()

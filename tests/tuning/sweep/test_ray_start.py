@@ -27,11 +27,13 @@ def init_calls(monkeypatch):
 def test_a_local_ray_has_its_own_dashboard_and_no_preemption_watcher(init_calls):
     assert session.start_ray(None) is True
     (call,) = init_calls
-    env = call["runtime_env"]["env_vars"]
     assert call["address"] == "local" and call["include_dashboard"] is True
+    # The Ray started here inherits the driver's environment, in every process: no runtime environment to pay for
+    assert "runtime_env" not in call
+    env = os.environ
     assert env["RAY_API_SERVER_ADDRESS"] == f"http://127.0.0.1:{call['dashboard_port']}"
     assert env[session.PREEMPTION_WATCHER] == "0"  # one node, started here: nothing can drain it
-    assert os.environ[session.PREEMPTION_WATCHER] == "0"  # the driver's own Ray Train reads it too
+    assert env["RAY_TRAIN_METRICS_ENABLED"] == "0" and env["RAY_TRAIN_HEALTH_CHECK_INTERVAL_S"] == "0.5"
 
 
 def test_a_cluster_keeps_the_preemption_watcher(init_calls, monkeypatch):
@@ -39,4 +41,6 @@ def test_a_cluster_keeps_the_preemption_watcher(init_calls, monkeypatch):
     assert session.start_ray("10.0.0.5:6379") is False
     (call,) = init_calls
     assert call["address"] == "10.0.0.5:6379" and "include_dashboard" not in call
-    assert session.PREEMPTION_WATCHER not in call["runtime_env"]["env_vars"]
+    env = call["runtime_env"]["env_vars"]  # the cluster's processes get the sweep's settings with its job
+    assert session.PREEMPTION_WATCHER not in env
+    assert env["RAY_TRAIN_METRICS_ENABLED"] == "0" and env["RAY_TRAIN_HEALTH_CHECK_INTERVAL_S"] == "0.5"

@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pyarrow.fs
 
-from tuning.sweep.trainable import HISTORY
-from tuning.sweep.trial_files import final_checkpoint
+from tuning.sweep.trial_files import HISTORY, final_checkpoint
 
 FS = pyarrow.fs.LocalFileSystem()
 
@@ -118,8 +117,8 @@ def test_a_sweep_from_before_snapshots_stages_the_best_pt_of_its_checkpoint(tmp_
 
 
 def test_sweep_curves_hold_each_recorded_trial_and_each_interrupted_one_as_far_as_it_got(tmp_path):
+    from tuning.search.curves import RecordedCurve
     from tuning.search.ledger import Ledger, TrialRecord
-    from tuning.search.scheduler import RecordedCurve
     from tuning.sweep.trial_files import SweepCurves
 
     train = tmp_path / "sweeps" / "t" / "train"
@@ -141,8 +140,8 @@ def test_sweep_curves_hold_each_recorded_trial_and_each_interrupted_one_as_far_a
 def test_sweep_curves_hold_only_the_search_trials_validation_curves(tmp_path):
     """Confirmation runs (another seed, another fold) and records of another fold never met the search's rungs; the
     folder of a run the ledger does not hold (an interrupted confirmation run) is no recorded curve either."""
+    from tuning.search.curves import RecordedCurve
     from tuning.search.ledger import Ledger, TrialRecord
-    from tuning.search.scheduler import RecordedCurve
     from tuning.sweep.trial_files import SweepCurves
 
     train, ledger = tmp_path / "train", Ledger(tmp_path / "trials.json")

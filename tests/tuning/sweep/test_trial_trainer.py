@@ -1,0 +1,90 @@
+"""A trial's Ray Train trainer (tuning/sweep/trial_trainer.py): which trainer, which of Ray Train's default
+callbacks, and no torch in the trial's Tune actor or Train controller.
+
+The callbacks are left out through a private hook of Ray Train (`_create_default_callbacks`): these tests fail
+loudly when a Ray release changes it, before a sweep would start actors it does not need or lose ones it does.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import cloudpickle
+import pytest
+import ray.train
+from ray.train.v2._internal.callbacks import AcceleratorSetupCallback, BackendSetupCallback
+from ray.train.v2._internal.callbacks.user_callback import UserCallbackHandler
+from ray.train.v2.api.data_parallel_trainer import DataParallelTrainer
+
+from tests.cli import ROOT
+from tuning.search.resources import TrialPlan
+from tuning.sweep.relay_callback import RelayReports
+from tuning.sweep.trial_trainer import LEFT_OUT_CALLBACKS, SingleWorkerTrainer, trial_trainer
+
+
+def loop(config: dict) -> None:
+    """A train loop that is never run here."""
+
+
+def trainer(workers: int, tmp_path) -> DataParallelTrainer:
+    plan = TrialPlan(workers=workers, cpus_per_worker=1, gpus_per_worker=0, concurrency=1)
+    return trial_trainer(loop, {}, plan, ray.train.RunConfig(name="t", storage_path=str(tmp_path),
+                                                             callbacks=[RelayReports(None, "t")]))
+
+
+def test_ray_train_still_has_the_private_hook_and_the_callbacks_left_out():
+    """Pinned Ray minor (pyproject): when this fails, Ray changed what trial_trainer relies on."""
+    assert callable(getattr(DataParallelTrainer, "_create_default_callbacks", None))
+    assert {cls.__name__ for cls in LEFT_OUT_CALLBACKS} == {"DatasetsCallback", "PlacementGroupCleanerCallback"}
+
+
+def test_ray_train_would_start_both_callbacks_the_trial_leaves_out(tmp_path):
+    plain = DataParallelTrainer(loop, scaling_config=ray.train.ScalingConfig(num_workers=1),
+                                run_config=ray.train.RunConfig(name="t", storage_path=str(tmp_path)))
+    kinds = {type(callback) for callback in plain._create_default_callbacks()}
+    assert set(LEFT_OUT_CALLBACKS) <= kinds
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_trial_keeps_every_other_callback_and_its_own(workers, tmp_path):
+    callbacks = trainer(workers, tmp_path)._create_default_callbacks()
+    kinds = {type(callback) for callback in callbacks}
+    assert not kinds & set(LEFT_OUT_CALLBACKS)
+    assert {AcceleratorSetupCallback, BackendSetupCallback, UserCallbackHandler} <= kinds
+    (handler,) = [callback for callback in callbacks if isinstance(callback, UserCallbackHandler)]
+    assert [type(callback) for callback in handler._user_callbacks] == [RelayReports]
+
+
+def test_one_worker_runs_without_a_torch_process_group_and_two_with_one(tmp_path):
+    single = trainer(1, tmp_path)
+    assert type(single) is SingleWorkerTrainer and type(single.backend_config) is ray.train.BackendConfig
+    several = trainer(2, tmp_path)
+    from ray.train.torch import TorchConfig, TorchTrainer
+
+    assert isinstance(several, TorchTrainer) and isinstance(several.backend_config, TorchConfig)
+    assert several.scaling_config.num_workers == 2
+
+
+def test_the_trial_actor_and_the_controller_never_import_torch(tmp_path):
+    """What the trial's Tune actor imports (the trainable) and what its Train controller unpickles (the callbacks
+    and the train function of a one-worker trial), each in a process of its own."""
+    tune_side = textwrap.dedent("""
+        import sys, cloudpickle, ray.train
+        from tuning.search.resources import TrialPlan
+        from tuning.sweep.relay_callback import RelayReports
+        from tuning.sweep.trainable import run_trial, train_loop
+        from tuning.sweep.trial_trainer import trial_trainer
+        plan = TrialPlan(workers=1, cpus_per_worker=1, gpus_per_worker=0, concurrency=1)
+        trainer = trial_trainer(train_loop, {}, plan, ray.train.RunConfig(
+            name="t", storage_path=sys.argv[1], callbacks=[RelayReports(None, "t")]))
+        sys.stdout.buffer.write(cloudpickle.dumps((trainer._create_default_callbacks(), trainer.backend_config,
+                                                   train_loop)))
+        assert "torch" not in sys.modules, "the Tune side imported torch"
+    """)
+    pickled = subprocess.run([sys.executable, "-c", tune_side, str(tmp_path)], cwd=ROOT, capture_output=True,
+                             check=True).stdout
+    controller_side = "import sys, pickle; pickle.load(sys.stdin.buffer); assert 'torch' not in sys.modules"
+    subprocess.run([sys.executable, "-c", controller_side], cwd=ROOT, input=pickled, check=True)
+    assert cloudpickle.loads(pickled)[2].__name__ == "train_loop"

@@ -1,0 +1,65 @@
+"""The Ray Train trainer of one trial, without what a trial does not use.
+
+- One worker per trial: Ray Train's DataParallelTrainer with a plain BackendConfig. There is no torch process
+  group to set up, so neither the trial's Tune actor nor its Train controller imports torch
+  (`import ray.train.torch` alone costs about 3 CPU-seconds in each process).
+- Two or more workers: TorchTrainer, whose TorchConfig sets up the process group that DDP needs
+  (model/training.py). Either way the reports, checkpoints, FailureConfig and resume are the same.
+- Two of Ray Train's default callbacks are left out. Each would start an actor (a process) per trial:
+  - DatasetsCallback hands Ray Datasets to the workers. A trial passes Ray none: its Dataset goes through
+    the object store.
+  - PlacementGroupCleanerCallback removes the worker group's placement group when the controller dies
+    without removing it, which happens when Tune stops a trial. The sweep's driver does that for all its
+    trials (tuning/sweep/orphan_groups.py).
+  This rests on a private hook of Ray Train, `_create_default_callbacks`. pyproject pins Ray's minor
+  version, and tests/tuning/sweep/test_trial_trainer.py fails when Ray changes the hook.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import ray.train
+from ray.train.backend import BackendConfig
+from ray.train.v2._internal.callbacks.datasets import DatasetsCallback
+from ray.train.v2._internal.callbacks.placement_group_callback import PlacementGroupCleanerCallback
+from ray.train.v2.api.data_parallel_trainer import DataParallelTrainer
+
+from tuning.search.resources import TrialPlan
+
+LEFT_OUT_CALLBACKS = (DatasetsCallback, PlacementGroupCleanerCallback)
+
+
+class _WithoutUnusedCallbacks:
+    """Ray Train's default callbacks, less LEFT_OUT_CALLBACKS (mixed in before a Ray Train trainer)."""
+
+    def _create_default_callbacks(self) -> list[Any]:
+        return [callback for callback in super()._create_default_callbacks()  # type: ignore[misc]
+                if not isinstance(callback, LEFT_OUT_CALLBACKS)]
+
+
+class SingleWorkerTrainer(_WithoutUnusedCallbacks, DataParallelTrainer):
+    """A one-worker trial: no process group, no torch outside the worker."""
+
+
+def trial_trainer(loop: Callable[[dict[str, Any]], None], config: dict[str, Any], plan: TrialPlan,
+                  run_config: ray.train.RunConfig) -> DataParallelTrainer:
+    """The trainer of a trial: `loop(config)` in each of plan.workers workers."""
+    scaling = ray.train.ScalingConfig(num_workers=plan.workers, use_gpu=plan.gpus_per_worker > 0,
+                                      resources_per_worker=plan.worker_resources())
+    if plan.workers == 1:
+        return SingleWorkerTrainer(loop, train_loop_config=config, backend_config=BackendConfig(),
+                                   scaling_config=scaling, run_config=run_config)
+    return _data_parallel_torch_trainer()(loop, train_loop_config=config, scaling_config=scaling,
+                                          run_config=run_config)
+
+
+def _data_parallel_torch_trainer() -> type[DataParallelTrainer]:
+    """TorchTrainer without the unused callbacks, imported only by a trial with several workers."""
+    from ray.train.torch import TorchTrainer
+
+    class DataParallelTorchTrainer(_WithoutUnusedCallbacks, TorchTrainer):
+        """A trial of several workers: DDP over torch's process group."""
+
+    return DataParallelTorchTrainer

@@ -1,0 +1,80 @@
+"""A trial's training, in each of its Ray Train workers: `model.train.fit` with its reports going to Ray Train.
+
+The only module of a trial that imports torch and the model: the trial's Tune actor and its Train
+controller run tuning/sweep/trainable.py, which names this module's `train_worker` by name only
+(`trainable.train_loop`), so torch is imported in the workers alone.
+
+Each worker: the shared dataset from the object store -> fit(report=...) -> ray.train.report(metrics,
+checkpoint) every epoch, rank 0's checkpoint going to Ray Train's storage under the trial's id. A restarted
+worker (FailureConfig) or a resumed sweep continues from the latest one.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import ray
+import ray.train
+
+from model.atomic import write_text_atomic
+from model.train import fit
+from tuning.search.recipe import TrainingRecipe
+from tuning.sweep.trial_files import HISTORY, save_best_snapshot, storage_filesystem
+
+CHECKPOINT_FILES = ("last.pt", "best.pt", HISTORY)
+
+
+def train_worker(config: dict[str, Any]) -> None:
+    """Ray Train worker: fit() with its reports going to Ray Train, resuming from the latest checkpoint."""
+    run = TrainingRecipe.from_dict(config["run"])
+    data = ray.get(config["dataset"])  # zero-copy views of the object store's arrays
+    rank = ray.train.get_context().get_world_rank()
+    storage, trial_id = config.get("storage"), config.get("trial_id")
+    if rank == 0 and config.get("relay") is not None:  # the run's placement group, for the relay to give back
+        group = ray.util.get_current_placement_group()
+        ray.get(config["relay"].placed.remote(trial_id, group.id.hex() if group else None))
+    fs = storage_filesystem(storage) if storage and rank == 0 else None
+    local = Path(tempfile.mkdtemp(prefix="mamba-tune-trial-"))
+    try:
+        resume = _restore_latest(local)
+        history = json.loads((local / HISTORY).read_text()) if resume and (local / HISTORY).exists() else []
+
+        def report(metrics: dict[str, Any], checkpoint: Path | None) -> None:
+            keep = rank == 0 and checkpoint is not None  # one copy of the checkpoint, from rank 0
+            history.append(metrics)
+            if keep:
+                write_text_atomic(local / HISTORY, json.dumps(history))
+            if keep and fs is not None and metrics["best_epoch"] == metrics["epoch"]:  # before the driver hears of it
+                save_best_snapshot(fs, local / "best.pt", storage, trial_id, metrics["epoch"])
+            ray.train.report(metrics, checkpoint=ray.train.Checkpoint.from_directory(local) if keep else None)
+
+        reported_before = len(history)
+        result = fit(run.train, run.model, data, report=report, checkpoint_dir=local, resume=resume)
+        if len(history) == reported_before and history and result.status != "nan":
+            # Resumed from a checkpoint at the trial's end (its driver was killed after the trial finished,
+            # before Tune saved that): nothing new to train. Its last epoch again, so Tune hears how it ended;
+            # the epoch is not trained twice (epoch_s 0) and MLflow keeps a step it holds (tuning/tracking/log.py).
+            ray.train.report({**history[-1], "epoch_s": 0.0})
+        if result.status == "nan":  # fit saved nothing from the diverged epoch: say so, the scheduler stops it
+            last = result.history[-1] if result.history else {  # E0 itself was non-finite
+                "best_val_loss": math.inf, "e0_val_loss": math.nan, "best_epoch": 0, **data.baseline_metrics()}
+            ray.train.report({**last, "epoch": result.stop_epoch, "train_loss": math.nan, "val_loss": math.nan})
+    finally:
+        shutil.rmtree(local, ignore_errors=True)
+
+
+def _restore_latest(local: Path) -> bool:
+    """Copy the latest checkpoint's files into `local`; True when there was one."""
+    checkpoint = ray.train.get_checkpoint()
+    if checkpoint is None:
+        return False
+    with checkpoint.as_directory() as folder:
+        for name in CHECKPOINT_FILES:
+            if (Path(folder) / name).exists():
+                shutil.copy2(Path(folder) / name, local / name)
+    return (local / "last.pt").exists()
