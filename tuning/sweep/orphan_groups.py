@@ -15,7 +15,8 @@ which no actor lives, when:
 - an actor has lived in it (its worker group has ended: a controller that ended normally has removed it
   already): at once;
 - no actor has lived in it for GRACE_S seconds (a worker group's actors are placed within seconds of it).
-Groups of other jobs are never touched.
+Groups of other jobs are never touched. It needs Ray's state API, which a cluster's dashboard serves; a local Ray
+started by the sweep has no dashboard (`use_state_api(False)`), and there the relay alone gives groups back.
 """
 
 from __future__ import annotations
@@ -27,6 +28,12 @@ from ray.util.placement_group import PlacementGroup
 
 GRACE_S = 60.0  # never used this long, seen by two looks or more: orphaned
 LOOK_EVERY_S = 15.0
+_STATE_API = [True]  # whether this driver's Ray serves the state API (set by tuning/sweep/session.py's start_ray)
+
+
+def use_state_api(available: bool) -> None:
+    """Whether the watch may look: False where no dashboard serves Ray's state API (each look would time out)."""
+    _STATE_API[0] = available
 
 
 class OrphanGroups:
@@ -39,7 +46,7 @@ class OrphanGroups:
     def give_back(self, now: float) -> list[str]:
         """Remove the orphaned groups; -> their ids. Looks at most every LOOK_EVERY_S seconds; without Ray's state API
         (no dashboard), gives nothing back."""
-        if now - self.looked < LOOK_EVERY_S:
+        if not _STATE_API[0] or now - self.looked < LOOK_EVERY_S:
             return []
         self.looked = now
         try:

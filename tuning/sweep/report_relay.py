@@ -52,10 +52,10 @@ class ReportRelay:
         return self.queues.setdefault(trial_id, asyncio.Queue(maxsize=1))
 
     async def put(self, trial_id: str, result: dict[str, Any], controller: ray.actor.ActorHandle) -> None:
-        """Waits while the trial's previous result has not been taken. A result of an aborted trial kills the
-        controller that sent it (one aborted before its first report)."""
+        """Waits while the trial's previous result has not been taken. A result of an aborted trial ends the run
+        of the controller that sent it (one aborted before its first report)."""
         if trial_id in self.aborted:
-            ray.kill(controller)
+            await self._end_run(trial_id, controller)
             return
         self.controllers[trial_id] = controller
         await self._queue(trial_id).put(result)
@@ -89,8 +89,7 @@ class ReportRelay:
         self.groups.pop(trial_id, None)
 
     async def abort(self, trial_id: str) -> None:
-        """End the trial's Train run: kill its controller (Ray ends the workers it owns with it) and remove its
-        workers' placement group, which would outlive them."""
+        """End the trial's Train run, now if its controller has reported, else at its first report."""
         self.aborted.add(trial_id)
         queue = self.queues.pop(trial_id, None)
         while queue is not None and not queue.empty():  # a report waiting to be put goes nowhere
@@ -98,9 +97,27 @@ class ReportRelay:
         if queue is not None:  # a take waiting on it returns now
             queue.put_nowait(ABORTED)
         if (controller := self.controllers.pop(trial_id, None)) is not None:
-            ray.kill(controller)
+            await self._end_run(trial_id, controller)
+
+    async def _end_run(self, trial_id: str, controller: ray.actor.ActorHandle) -> None:
+        """Kill the run's controller (Ray ends the workers it owns with it) and, once it is dead, remove its workers'
+        placement group, which would outlive them. Not before: a controller that sees its workers die restarts its
+        worker group, in a new placement group no run would give back."""
+        ray.kill(controller)
+        await _dead(controller)
         if (group := self.groups.pop(trial_id, None)) is not None:
             ray.util.remove_placement_group(PlacementGroup(ray.PlacementGroupID(bytes.fromhex(group))))
+
+
+async def _dead(actor: ray.actor.ActorHandle, wait_s: float = 30.0) -> None:
+    """Once `actor` (killed) no longer answers; at most wait_s."""
+    deadline = asyncio.get_running_loop().time() + wait_s
+    while asyncio.get_running_loop().time() < deadline:
+        try:
+            await actor.__ray_ready__.remote()
+        except ray.exceptions.RayActorError:
+            return
+        await asyncio.sleep(0.05)
 
 
 def relay_name() -> str:

@@ -26,7 +26,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,6 +49,7 @@ from tuning.search.resources import HEAD_RESOURCE, TRIAL_DRIVER_RESOURCES, Trial
 from tuning.search.scheduler import GatedASHA
 from tuning.search.searcher import fail_lost_trials, make_searcher
 from tuning.search.space import SweepSpace, parse_space
+from tuning.sweep import orphan_groups
 from tuning.sweep.confirmation import confirmation_runs, record_in_study, run_confirmation
 from tuning.sweep.manifest import SweepManifest
 from tuning.sweep.memory_probe import ProbeResult
@@ -163,16 +163,12 @@ def start_ray(address: str | None) -> bool:
     started = address in (None, "local")
     env, local = dict(RAY_ENV), {}
     if started:
-        # A local Ray gets the dashboard: it serves Ray's state API, which Ray Train's placement-group
-        # cleaner needs to free a stopped trial's workers (without it, trials ASHA stops leak their CPUs).
-        # The cleaner finds the dashboard by RAY_API_SERVER_ADDRESS: without it, it looks for the one Ray
-        # on this machine, and with two (two sweeps at once) it fails and the sweep waits forever.
-        port = _free_port()
-        env["RAY_API_SERVER_ADDRESS"] = f"http://127.0.0.1:{port}"
         # Nothing drains (preempts) the one node of a Ray started here: Ray Train's preemption watcher,
         # a process per trial, would have nothing to watch (a cluster's sweep keeps it).
         env[PREEMPTION_WATCHER] = "0"
-        local = {"include_dashboard": True, "dashboard_port": port}
+        # No dashboard: nothing of a local sweep uses it (the sweep's report relay gives back a stopped trial's
+        # placement group, tuning/sweep/report_relay.py), and it costs seconds of CPU to start and run.
+        local = {"include_dashboard": False}
     os.environ.update(env)  # this process is Tune's driver; a Ray started here inherits it, in every process
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     logging.getLogger("ray.tune").setLevel(logging.ERROR)  # its interruption and restore hints name its API, not ours
@@ -181,18 +177,14 @@ def start_ray(address: str | None) -> bool:
         # A cluster's processes get the settings as the job's runtime environment. A Ray started here has them
         # already, and a runtime environment would cost every process of every trial (each actor's worker
         # started for it, through the runtime-env agent: ~0.4 CPU-s a process here).
-        ray.init(address="local" if started else address, log_to_driver=False, logging_level=logging.WARNING,
-                 **({} if started else {"runtime_env": {"env_vars": env}}), **local)
+        context = ray.init(address="local" if started else address, log_to_driver=False,
+                           logging_level=logging.WARNING,
+                           **({} if started else {"runtime_env": {"env_vars": env}}), **local)
     except ConnectionError as exc:
         raise UsageError(f"{source} {address}: no Ray cluster answers there ({exc}); start one with "
                          "`ray start --head` or check the address") from None
+    orphan_groups.use_state_api(bool(context.dashboard_url))  # a cluster's dashboard serves it
     return started
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def cluster_plan(space: SweepSpace) -> TrialPlan:

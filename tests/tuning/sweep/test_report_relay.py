@@ -4,6 +4,7 @@ order, then its end; a stopped trial's Train run is aborted (its controller kill
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 import ray
@@ -110,5 +111,10 @@ def test_a_run_the_driver_ends_returns_at_once_without_its_failure(relay):
 
     fit_reporting_to_tune(fit, relay, "t5", report)  # returns: no exception from the killed run
     assert [r["epoch"] for r in reported] in ([0], [0, 1])  # at most the result put before the abort
+    deadline = time.monotonic() + 30  # removed once the controller is dead
+    while placement_group_table(group)["state"] != "REMOVED" and time.monotonic() < deadline:
+        time.sleep(0.1)
     assert placement_group_table(group)["state"] == "REMOVED"
+    with pytest.raises(ray.exceptions.RayActorError):
+        ray.get(controller.ping.remote(), timeout=30)
     assert ray.get(relay.take.remote("t5", 0.0)) == ABORTED
