@@ -58,12 +58,12 @@ postgres-programs:
 # Three tiers (README, Tests); CI (.ci/run) runs all three.
 # The everyday tier: everything but the fault and cluster tests, one real sweep end to end among them.
 test: $(STAMP) $(CHROMIUM)
-	$(PY) -m pytest -q --ignore=tests/reliability --ignore=tests/cluster
+	$(PY) -m pytest -q -m "not load and not faults"
 
-# Faults and clusters: kills, outages, head loss, disk faults, bad and unsafe input (tests/reliability) and the
-# multi-node Ray started with `ray start` (tests/cluster).
+# Faults and clusters: kills, outages, head loss, disk faults, bad and unsafe input (tests/reliability), the
+# multi-node Ray started with `ray start` (tests/cluster), and the tests elsewhere marked `faults`.
 test-faults: $(STAMP) postgres-programs
-	$(PY) -m pytest -q tests/reliability tests/cluster
+	$(PY) -m pytest -q -m "faults and not load"
 
 # The load test (tests/reliability/test_load.py: 64 trials).
 test-load: $(STAMP)

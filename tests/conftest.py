@@ -4,11 +4,23 @@ session's bars and its one shared sweep, and a real `mlflow server` per test."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
 from tests.bars import write_bars
 from tests.cli import run_cli
+
+# `make test-faults` runs the tests marked `faults`: every test in these folders, and tests elsewhere marked so.
+FAULT_FOLDERS = ("reliability", "cluster")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    here = Path(__file__).parent
+    for item in items:
+        if item.path.relative_to(here).parts[0] in FAULT_FOLDERS:
+            item.add_marker(pytest.mark.faults)
+
 
 # Assertions in these helpers say what differed, as in the test modules themselves.
 pytest.register_assert_rewrite("tests.tuning.mlflow_layout", "tests.processes")

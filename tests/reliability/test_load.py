@@ -1,9 +1,8 @@
 """Load: 64 tiny trials with every core busy; each trial is accounted for once in Ray, Optuna and MLflow.
 
-About 25 minutes on 2 cores (Ray Tune and Ray Train start eight processes per trial: Tune's trial
-actor and its queue, Train's controller, worker, synchronization, placement-group cleaner, dataset
-manager and preemption watcher), so it is
-not part of `make test`: `make test-load` runs it, and CI (.ci/run) runs both.
+Ray Train starts three processes per trial (its controller, its synchronization actor and the worker;
+Tune's actors are reused, one relay serves the sweep), so this is minutes of start-ups: it is not part of
+`make test`; `make test-load` runs it, and CI (.ci/run) runs every tier.
 """
 
 from __future__ import annotations

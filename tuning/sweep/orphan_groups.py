@@ -28,7 +28,10 @@ from ray.util.placement_group import PlacementGroup
 
 GRACE_S = 60.0  # never used this long, seen by two looks or more: orphaned
 LOOK_EVERY_S = 15.0
-_STATE_API = [True]  # whether this driver's Ray serves the state API (set by tuning/sweep/session.py's start_ray)
+# Whether this driver's Ray serves the state API, set by tuning/sweep/session.py's start_ray. The driver's, not a
+# watch's: Tune restores a resumed sweep's callback (and its watch) as an earlier driver pickled it. Without a
+# dashboard a look would not fail fast: Ray's state API retries finding one for 40 s.
+_STATE_API = [True]
 
 
 def use_state_api(available: bool) -> None:

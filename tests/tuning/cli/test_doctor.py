@@ -23,6 +23,7 @@ def test_doctor_on_one_machine_reports_its_node_and_passes(tmp_path):
     assert lines[-1] == "ready for a sweep" and list((tmp_path / "sweeps").iterdir()) == []  # its probe removed
 
 
+@pytest.mark.faults  # storage and tracking faults
 def test_doctor_fails_on_storage_it_cannot_write_and_a_tracking_server_that_does_not_answer(tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")

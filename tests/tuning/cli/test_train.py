@@ -104,6 +104,7 @@ def test_cli_train_missing_data_file_is_one_line_exit_2(tmp_path):
                           f"{tmp_path / 'nope.parquet'}: no such file")
 
 
+@pytest.mark.faults  # an interruption
 def test_cli_train_interrupted_then_resumed_finishes_the_run(workspace):
     """Ctrl-C after epoch 1, then --resume: every epoch exactly once in metrics.json."""
     import signal
@@ -143,6 +144,7 @@ def test_cli_train_out_that_is_a_file_is_one_line_exit_2(workspace, tmp_path):
     assert out.read_text() == "not a folder"
 
 
+@pytest.mark.faults  # a damaged checkpoint
 def test_cli_train_resume_from_a_damaged_checkpoint_is_one_line_exit_2(workspace):
     out = workspace / "damaged"
     assert run_cli("train", "--data", workspace / "bars.parquet", "--config", workspace / "small.yaml",
@@ -152,6 +154,7 @@ def test_cli_train_resume_from_a_damaged_checkpoint_is_one_line_exit_2(workspace
                           f"{out / 'last.pt'}: cannot load the checkpoint")
 
 
+@pytest.mark.faults  # bad input on resume
 def test_cli_train_resume_on_other_data_is_one_line_exit_2(workspace, tmp_path):
     out = workspace / "mismatch"
     assert run_cli("train", "--data", workspace / "bars.parquet", "--config", workspace / "small.yaml",

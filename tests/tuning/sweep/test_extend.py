@@ -13,6 +13,7 @@ from tests.tuning.sweeps import SPACE, ledger, write_space
 pytestmark = pytest.mark.integration
 
 
+@pytest.mark.faults  # resume (as tests/reliability's)
 def test_resume_with_more_trials_extends_a_finished_sweep_once_everywhere(bars, tmp_path, mlflow_server):
     storage, uri = tmp_path / "sweeps", mlflow_server.url  # a real `mlflow server`; resume logs where the sweep did
     space = write_space(tmp_path, trials=2, initial=SPACE["initial"][:2])  # the first completes, the second is gated

@@ -118,6 +118,7 @@ def test_a_fixed_batch_size_is_the_only_candidate():
     assert candidate_batch_sizes(space) == (256,)
 
 
+@pytest.mark.faults  # memory limits
 @pytest.mark.integration
 def test_a_cpu_sweep_with_a_memory_budget_runs_only_the_batch_sizes_that_fit_in_bf16(bars, tmp_path):
     space = write_space(tmp_path, trials=2, initial=[], run=WHOLE_BATCH,
@@ -147,6 +148,7 @@ def test_a_cpu_sweep_with_a_memory_budget_runs_only_the_batch_sizes_that_fit_in_
     assert all(r.data.params["train.precision"] == "bf16" for r in runs if r.info.run_id != parent.info.run_id)
 
 
+@pytest.mark.faults  # bad input: a memory budget
 @pytest.mark.integration
 def test_a_memory_budget_no_batch_size_fits_is_one_clear_error(bars, tmp_path):
     space = write_space(tmp_path, run=WHOLE_BATCH)

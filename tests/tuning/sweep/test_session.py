@@ -162,6 +162,7 @@ def test_sweep_logs_every_trial_to_mlflow_as_a_nested_run(finished_sweep, bars, 
     torch.testing.assert_close(sum(importances["importances"].values()), 1.0)
 
 
+@pytest.mark.faults  # a tracking server down
 def test_sweep_refuses_at_once_a_tracking_server_that_does_not_answer(bars, tmp_path):
     start = time.monotonic()
     url = f"http://127.0.0.1:{free_port()}"
@@ -171,6 +172,7 @@ def test_sweep_refuses_at_once_a_tracking_server_that_does_not_answer(bars, tmp_
     assert time.monotonic() - start < 30 and not (tmp_path / "sweeps" / "t").exists()  # before Ray, nothing written
 
 
+@pytest.mark.faults  # bad input: resources
 @pytest.mark.parametrize(
     ("resources", "message"),
     [({"cpus_per_worker": 8}, "resources: a trial asks for 1 worker(s) of 8 CPU each, the cluster"),

@@ -66,6 +66,7 @@ def test_tracking_log_ends_as_lost_the_runs_no_trial_will_end_even_from_the_spoo
     assert runs[SWEEP_KEY].info.status == "RUNNING"  # the sweep's own run is never taken for a lost trial
 
 
+@pytest.mark.faults  # an outage of the tracking server
 @pytest.mark.integration
 def test_tracking_log_buffers_while_the_server_is_down_and_saves_what_it_cannot_send(tmp_path, mlflow_server, caplog):
     log = new_log(mlflow_server.url, tmp_path / "pending.jsonl")
