@@ -3,16 +3,17 @@
 Run by hand:
   .venv/bin/python bench/sweep_overhead.py [--space search_spaces/smoke.yaml] [--data BARS] [--repeat 3]
                                            [--peer optuna]
-Runs the space's sweep (search and confirmation; no test look) on a fresh local Ray, `--repeat` times, on
-`--data` (default: the S&P 500 daily bars the arch package ships, as `mamba-tune data sp500` writes them) and
-prints JSON: for each run and as medians,
+Runs the space's sweep (search, confirmation, the look at the test segment) on a fresh local Ray, `--repeat`
+times, on `--data` (default: the S&P 500 daily bars the arch package ships, as `mamba-tune data sp500` writes
+them) and prints JSON: for each run and as medians,
 - orchestration_cpu_s_per_trial: the CPU time the whole machine spent while the sweep ran (psutil, user +
   system: Ray's processes are not the driver's children), less the trials' time inside fit's loop (each trial
   on one thread), per trial: what Ray, Tune, Train and tracking cost a trial. Target: at most 8.
 - sweep_wall_s: from loading the bars to the sweep's end, Ray's start included.
 With `--peer optuna`, each run is followed by the same search by hand (bench/optuna_peer.py: Optuna's TPE and
 successive halving, the gate, the confirmation runs, the same fit() on the same bars, one process, no Ray, no
-tracking), and `peer_ratio` is the sweep's median wall time over the peer's. Target: at most 2.5.
+tracking, no look at the test segment), and `peer_ratio` is the sweep's median wall time over the peer's.
+Target: at most 2.5.
 On a shared machine the CPU figures include its neighbours: compare runs made side by side, in one session.
 """
 
@@ -30,9 +31,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import numpy as np  # noqa: E402
 import psutil  # noqa: E402
-import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
 from model.data import load_dataset  # noqa: E402
@@ -54,14 +53,9 @@ def busy_cpu_s() -> float:
 
 def sp500_bars(path: Path) -> Path:
     """The arch package's S&P 500 daily bars written as `mamba-tune data sp500` writes them."""
-    from arch.data import sp500
+    from tuning.cli.data import arch_daily_bars
 
-    frame = sp500.load()
-    pq.write_table(pa.table({
-        "timestamp": pa.array(frame.index.to_numpy().astype("datetime64[ns]"), type=pa.timestamp("ns", tz="UTC")),
-        **{name.lower(): pa.array(frame[name].to_numpy(dtype=np.float64)) for name in ("Open", "High", "Low", "Close")},
-        "volume": pa.array(frame["Volume"].to_numpy(dtype=np.int64)),
-    }), path)
+    pq.write_table(arch_daily_bars("sp500"), path)
     return path
 
 

@@ -86,20 +86,26 @@ def cmd_arch_daily_bars(args: argparse.Namespace) -> int:
     """`data sp500 | nasdaq`: the index's daily bars from the arch package, as UTC-midnight timestamps."""
     index = ARCH_DAILY_BARS[args.data_command]
     try:
-        source = importlib.import_module(f"arch.data.{args.data_command}")  # arch.data.sp500, arch.data.nasdaq
+        importlib.import_module(f"arch.data.{args.data_command}")  # arch.data.sp500, arch.data.nasdaq
     except ImportError:
         raise UsageError(f"the arch package is not installed, it ships the {index} bars; "
                          "pip install 'mamba-tune[data]'") from None
     _refuse_overwrite(args.out, args.force)
-    frame = source.load()
-    table = pa.table({
-        "timestamp": pa.array(frame.index.to_numpy().astype("datetime64[ns]"), type=pa.timestamp("ns", tz="UTC")),
-        **{name.lower(): pa.array(frame[name].to_numpy(dtype=np.float64)) for name in ("Open", "High", "Low", "Close")},
-        "volume": pa.array(frame["Volume"].to_numpy(dtype=np.int64)),
-    })
+    table = arch_daily_bars(args.data_command)
     _write_parquet(table, args.out)
     print(f"wrote {table.num_rows:,} {index} daily bars to {args.out}")
     return 0
+
+
+def arch_daily_bars(name: str) -> pa.Table:
+    """The daily bars the arch package ships as `arch.data.<name>` ("sp500", "nasdaq"), as UTC-midnight bars."""
+    frame = importlib.import_module(f"arch.data.{name}").load()
+    return pa.table({
+        "timestamp": pa.array(frame.index.to_numpy().astype("datetime64[ns]"), type=pa.timestamp("ns", tz="UTC")),
+        **{column.lower(): pa.array(frame[column].to_numpy(dtype=np.float64))
+           for column in ("Open", "High", "Low", "Close")},
+        "volume": pa.array(frame["Volume"].to_numpy(dtype=np.int64)),
+    })
 
 
 def cmd_check(args: argparse.Namespace) -> int:

@@ -14,11 +14,13 @@ import textwrap
 import cloudpickle
 import pytest
 import ray.train
+import yaml
 from ray.train.v2._internal.callbacks import AcceleratorSetupCallback, BackendSetupCallback
 from ray.train.v2._internal.callbacks.user_callback import UserCallbackHandler
 from ray.train.v2.api.data_parallel_trainer import DataParallelTrainer
 
-from tests.cli import ROOT
+from tests.cli import ROOT, run_cli
+from tests.tuning.sweeps import SPACE, ledger, space_values
 from tuning.search.resources import TrialPlan
 from tuning.sweep.relay_callback import RelayReports
 from tuning.sweep.trial_trainer import LEFT_OUT_CALLBACKS, SingleWorkerTrainer, trial_trainer
@@ -88,3 +90,23 @@ def test_the_trial_actor_and_the_controller_never_import_torch(tmp_path):
     controller_side = "import sys, pickle; pickle.load(sys.stdin.buffer); assert 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", controller_side], cwd=ROOT, input=pickled, check=True)
     assert cloudpickle.loads(pickled)[2].__name__ == "train_loop"
+
+
+@pytest.mark.integration
+@pytest.mark.faults  # a second real sweep, of several workers a trial (as on a cluster): its own tier, for time
+def test_a_trial_of_two_workers_trains_under_ddp_and_reports_every_epoch(bars, tmp_path):
+    """TorchTrainer's path end to end: two workers (a process group over gloo), rank 0's reports and checkpoints."""
+    values = space_values(trials=1, initial=[SPACE["initial"][0]], scheduler={"max_epochs": 2, "grace_period": 1},
+                          resources={"workers": 2, "cpus_per_worker": 1})
+    values["gate"] = {"epoch": 2}  # no threshold: only the two workers' training is asked about
+    space = tmp_path / "space.yaml"
+    space.write_text(yaml.safe_dump(values))
+    storage = tmp_path / "sweeps"
+    done = run_cli("sweep", "--data", bars, "--space", space, "--storage", storage,
+                   "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "1 trial(s) at once, each 2 worker(s) of 1 CPU" in done.stdout
+    (record,) = ledger(storage / "t").values()
+    assert (record["stop_reason"], record["stop_epoch"]) == ("completed", 2)
+    assert len(record["val_curve"]) == 3  # E0 and both epochs, each once
+    assert list((storage / "t" / "train" / record["trial_id"]).glob("checkpoint_*"))
