@@ -78,6 +78,8 @@ bench: $(STAMP)
 	$(PY) bench/data_pipeline.py
 	$(PY) bench/driver_memory.py
 	$(PY) bench/sweep_overhead.py
+	$(PY) bench/trial_start.py
+	$(PY) bench/actor_start.py
 	$(PY) bench/search_efficiency.py
 	$(PY) bench/training_outcomes.py
 	$(PY) bench/forecast_quality.py

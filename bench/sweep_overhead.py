@@ -63,7 +63,8 @@ def ray_sweep(space_path: Path, bars: Path, trials: int | None, folder: Path) ->
     """One sweep of the space on a fresh local Ray, tracked to a SQLite MLflow store in `folder`."""
     space = load_space(space_path)
     trials = trials or space.trials
-    cpu_before, start = busy_cpu_s(), time.perf_counter()
+    driver = psutil.Process()
+    cpu_before, driver_before, start = busy_cpu_s(), driver.cpu_times(), time.perf_counter()
     data = load_dataset(bars, space.run.data)
     paths = sweep_paths(str(folder / "sweeps"), space.name)
     store = resolve_store(f"sqlite:///{folder}/mlflow/mlflow.db")
@@ -74,7 +75,7 @@ def ray_sweep(space_path: Path, bars: Path, trials: int | None, folder: Path) ->
         manifest = session.write_manifest(paths, bars, read_yaml(space_path, "space"), trials, data, store.uri)
         tracking = session.open_tracking(store, client, paths, manifest, space, data, plan)
         outcome = session.run(paths, space, data, trials, plan, tracking)
-        wall_s, cpu_s = time.perf_counter() - start, busy_cpu_s() - cpu_before
+        wall_s, cpu_s, driver_after = time.perf_counter() - start, busy_cpu_s() - cpu_before, driver.cpu_times()
     finally:
         session.ray.shutdown()
     in_loop = sum(r.train_s for r in outcome.records)
@@ -84,6 +85,7 @@ def ray_sweep(space_path: Path, bars: Path, trials: int | None, folder: Path) ->
         "stop_reasons": {k: sum(r.stop_reason == k for r in outcome.records) for k in STOPS},
         "sweep_wall_s": round(wall_s, 1), "in_loop_train_s_sum": round(in_loop, 1),
         "machine_cpu_s": round(cpu_s, 1),
+        "driver_cpu_s": round(driver_after.user + driver_after.system - driver_before.user - driver_before.system, 1),
         "orchestration_cpu_s_per_trial": round((cpu_s - in_loop) / len(outcome.records), 1),
         "overhead_wall_ratio": round(outcome.wall_s / (in_loop / plan.concurrency), 2),
     }

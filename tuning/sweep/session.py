@@ -54,6 +54,7 @@ from tuning.sweep.confirmation import confirmation_runs, record_in_study, run_co
 from tuning.sweep.manifest import SweepManifest
 from tuning.sweep.memory_probe import ProbeResult
 from tuning.sweep.one_look import initial_trial, look_at_test_segment, look_due
+from tuning.sweep.ray_env import hand_nothing_on, sweep_env, tune_actors_get_their_env
 from tuning.sweep.record_copies import copy_records_or_note, earlier_folders, follow_move
 from tuning.sweep.report_relay import start_relay
 from tuning.sweep.trainable import TrialSetup, run_trial
@@ -72,15 +73,6 @@ from tuning.sweep_files import (
 from tuning.tracking.log import SWEEP_KEY, TrackingLog, note
 from tuning.tracking.runs import SweepTracking, close_sweep, log_test_look, open_sweep
 from tuning.tracking.store import TrackingStore, first_line, open_store
-
-RAY_ENV = {  # for every Ray process of the sweep
-    "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.5",  # the default 2 s delays every epoch's report by ~1 s
-    "RAY_AIR_NEW_OUTPUT": "0",
-    # Ray Train's metrics (Prometheus gauges of its controller and workers, through the node's metrics agent):
-    # nothing of the sweep reads them, each process of every trial pays for them.
-    "RAY_TRAIN_METRICS_ENABLED": "0",
-}
-PREEMPTION_WATCHER = "RAY_TRAIN_ENABLE_PREEMPTION_WATCHER"
 
 
 @dataclass
@@ -161,28 +153,26 @@ def start_ray(address: str | None) -> bool:
         return False
     address, source = ray_address(address)
     started = address in (None, "local")
-    env, local = dict(RAY_ENV), {}
-    if started:
-        # Nothing drains (preempts) the one node of a Ray started here: Ray Train's preemption watcher,
-        # a process per trial, would have nothing to watch (a cluster's sweep keeps it).
-        env[PREEMPTION_WATCHER] = "0"
-        # No dashboard: nothing of a local sweep uses it (the sweep's report relay gives back a stopped trial's
-        # placement group, tuning/sweep/report_relay.py), and it costs seconds of CPU to start and run.
-        local = {"include_dashboard": False}
+    env = sweep_env(local=started)
+    # No dashboard for a Ray started here: nothing of a local sweep uses it (the sweep's report relay gives back a
+    # stopped trial's placement group, tuning/sweep/report_relay.py), and it costs seconds of CPU to start and run.
+    local = {"include_dashboard": False} if started else {}
     os.environ.update(env)  # this process is Tune's driver; a Ray started here inherits it, in every process
+    tune_actors_get_their_env(own=not started)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     logging.getLogger("ray.tune").setLevel(logging.ERROR)  # its interruption and restore hints name its API, not ours
     logging.getLogger("ray._private.authentication").setLevel(logging.ERROR)  # "token auth is on": nothing to do
     try:
         # A cluster's processes get the settings as the job's runtime environment. A Ray started here has them
-        # already, and a runtime environment would cost every process of every trial (each actor's worker
-        # started for it, through the runtime-env agent: ~0.4 CPU-s a process here).
+        # already, and a runtime environment would cost every process of every trial (tuning/sweep/ray_env.py).
         context = ray.init(address="local" if started else address, log_to_driver=False,
                            logging_level=logging.WARNING,
                            **({} if started else {"runtime_env": {"env_vars": env}}), **local)
     except ConnectionError as exc:
         raise UsageError(f"{source} {address}: no Ray cluster answers there ({exc}); start one with "
                          "`ray start --head` or check the address") from None
+    if started:
+        hand_nothing_on(env)
     orphan_groups.use_state_api(bool(context.dashboard_url))  # a cluster's dashboard serves it
     return started
 

@@ -11,19 +11,30 @@
   - PlacementGroupCleanerCallback removes the worker group's placement group when the controller dies
     without removing it, which happens when Tune stops a trial. The sweep's driver does that for all its
     trials (tuning/sweep/orphan_groups.py).
-  This rests on a private hook of Ray Train, `_create_default_callbacks`. pyproject pins Ray's minor
-  version, and tests/tuning/sweep/test_trial_trainer.py fails when Ray changes the hook.
+- The controller and the workers are started without a runtime environment of their own. Ray Train gives each
+  one the Train settings of its parent's environment as `runtime_env={"env_vars": ...}`, and an actor with a
+  runtime environment is started through the node's runtime-env agent, in a process no other actor can use:
+  about 0.4 CPU-s more per process here (bench/actor_start.py), 0.8 a trial (bench/trial_start.py). The
+  sweep's settings (tuning/sweep/ray_env.py) are in every Ray process already: inherited from the driver by a Ray
+  started here, or the job's runtime environment on a cluster, which every actor of the job inherits.
+This rests on private hooks of Ray Train: `_create_default_callbacks` and `_initialize_and_run_controller` of
+the trainer, `worker_group_cls` of the controller, `_get_worker_runtime_env` of the worker group. pyproject
+pins Ray's minor version, and tests/tuning/sweep/test_trial_trainer.py fails when Ray changes them.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any
 
+import ray
 import ray.train
 from ray.train.backend import BackendConfig
 from ray.train.v2._internal.callbacks.datasets import DatasetsCallback
 from ray.train.v2._internal.callbacks.placement_group_callback import PlacementGroupCleanerCallback
+from ray.train.v2._internal.execution.controller import TrainController
+from ray.train.v2._internal.execution.worker_group import WorkerGroup
 from ray.train.v2.api.data_parallel_trainer import DataParallelTrainer
 
 from tuning.search.resources import TrialPlan
@@ -31,15 +42,39 @@ from tuning.search.resources import TrialPlan
 LEFT_OUT_CALLBACKS = (DatasetsCallback, PlacementGroupCleanerCallback)
 
 
-class _WithoutUnusedCallbacks:
-    """Ray Train's default callbacks, less LEFT_OUT_CALLBACKS (mixed in before a Ray Train trainer)."""
+class TrialWorkerGroup(WorkerGroup):
+    """A trial's Train workers: started in the environment every Ray process of the sweep has."""
+
+    @staticmethod
+    def _get_worker_runtime_env(custom_runtime_env: dict[str, Any]) -> dict[str, Any]:
+        return dict(custom_runtime_env)  # RunConfig.worker_runtime_env: {} for a trial
+
+
+class TrialController(TrainController):
+    """A trial's Train controller: Ray Train's, starting TrialWorkerGroups."""
+
+    worker_group_cls = TrialWorkerGroup
+
+
+class _LeanTrial:
+    """Mixed in before a Ray Train trainer: its default callbacks less LEFT_OUT_CALLBACKS, and a TrialController
+    started on the driver's node (as Ray Train starts its own) without a runtime environment."""
 
     def _create_default_callbacks(self) -> list[Any]:
         return [callback for callback in super()._create_default_callbacks()  # type: ignore[misc]
                 if not isinstance(callback, LEFT_OUT_CALLBACKS)]
 
+    def _initialize_and_run_controller(self, **controller_init_kwargs: Any) -> Any:
+        node = ray.get_runtime_context().get_node_id()
+        controller = ray.remote(num_cpus=0, label_selector={ray._raylet.RAY_NODE_ID_KEY: node})(
+            TrialController).remote(**controller_init_kwargs)
+        if threading.current_thread() is threading.main_thread():  # not in a Tune trial's thread
+            self._register_sigint_handler(controller)  # type: ignore[attr-defined]
+        ray.get(controller.run.remote())
+        return ray.get(controller.get_result.remote())
 
-class SingleWorkerTrainer(_WithoutUnusedCallbacks, DataParallelTrainer):
+
+class SingleWorkerTrainer(_LeanTrial, DataParallelTrainer):
     """A one-worker trial: no process group, no torch outside the worker."""
 
 
@@ -59,7 +94,7 @@ def _data_parallel_torch_trainer() -> type[DataParallelTrainer]:
     """TorchTrainer without the unused callbacks, imported only by a trial with several workers."""
     from ray.train.torch import TorchTrainer
 
-    class DataParallelTorchTrainer(_WithoutUnusedCallbacks, TorchTrainer):
+    class DataParallelTorchTrainer(_LeanTrial, TorchTrainer):
         """A trial of several workers: DDP over torch's process group."""
 
     return DataParallelTorchTrainer

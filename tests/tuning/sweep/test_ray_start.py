@@ -7,18 +7,21 @@ from types import SimpleNamespace
 
 import pytest
 import ray
+from ray.tune.execution import class_cache
 
 from tuning.cluster import ray_address
-from tuning.sweep import orphan_groups, session
+from tuning.sweep import orphan_groups, ray_env, session
 
 
 @pytest.fixture()
 def init_calls(monkeypatch):
-    """ray.init's keyword arguments, call by call, with nothing started; the driver's environment restored."""
+    """ray.init's keyword arguments and the driver's environment as it started Ray, call by call, with nothing
+    started; the driver's environment and Tune's trial actors' restored."""
     calls: list[dict] = []
     monkeypatch.setattr(ray, "is_initialized", lambda: False)
-    monkeypatch.setattr(ray, "init", lambda **kwargs: calls.append(kwargs) or SimpleNamespace(
-        dashboard_url="" if kwargs.get("include_dashboard") is False else "127.0.0.1:8265"))
+    monkeypatch.setattr(ray, "init", lambda **kwargs: calls.append({**kwargs, "environ": dict(os.environ)}) or
+                        SimpleNamespace(dashboard_url="" if kwargs.get("include_dashboard") is False else "x:8265"))
+    monkeypatch.setattr(class_cache, "DEFAULT_ENV_VARS", dict(class_cache.DEFAULT_ENV_VARS))
     monkeypatch.setattr(orphan_groups, "_STATE_API", [True])
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     saved = dict(os.environ)
@@ -27,24 +30,43 @@ def init_calls(monkeypatch):
     os.environ.update(saved)
 
 
-def test_a_local_ray_has_no_dashboard_and_no_preemption_watcher(init_calls):
+def test_a_local_ray_has_no_dashboard_no_preemption_watcher_and_collects_nothing_for_one(init_calls):
     assert session.start_ray(None) is True
     (call,) = init_calls
     assert call["address"] == "local" and call["include_dashboard"] is False
     # The Ray started here inherits the driver's environment, in every process: no runtime environment to pay for
     assert "runtime_env" not in call
-    env = os.environ
-    assert env[session.PREEMPTION_WATCHER] == "0"  # one node, started here: nothing can drain it
+    env = call["environ"]
+    assert env[ray_env.PREEMPTION_WATCHER] == "0"  # one node, started here: nothing can drain it
     assert env["RAY_TRAIN_METRICS_ENABLED"] == "0" and env["RAY_TRAIN_HEALTH_CHECK_INTERVAL_S"] == "0.5"
+    assert env["RAY_task_events_report_interval_ms"] == "0" and env["RAY_enable_metrics_collection"] == "0"
+    assert env["RAY_event_stats"] == "0"
+    assert env["PL_DISABLE_FORK"] == "1"  # what Tune would give each trial actor, inherited by every process
     assert orphan_groups._STATE_API == [False]  # no dashboard: the orphan watch never looks
 
 
-def test_a_cluster_keeps_the_preemption_watcher(init_calls, monkeypatch):
+def test_a_local_ray_gives_tune_and_train_nothing_to_hand_on_to_each_actor(init_calls):
+    """Tune hands its trial actors, and Train its controllers and workers, the variables of the environment they
+    propagate, as a runtime environment each (~0.4 CPU-s a process): once a Ray started here has them, the driver
+    keeps none of them, and Tune's trial actors get no environment of their own."""
+    session.start_ray(None)
+    handed_on = class_cache.ENV_VARS_TO_PROPAGATE | set(ray_env.TUNE_ACTOR_ENV)
+    assert {"RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "RAY_WARN_BLOCKING_GET_INSIDE_ASYNC"} <= handed_on  # Ray's, pinned
+    (call,) = init_calls
+    assert set(call["environ"]) & class_cache.ENV_VARS_TO_PROPAGATE  # Ray's processes inherit them...
+    assert not set(ray_env.sweep_env(local=True)) & class_cache.ENV_VARS_TO_PROPAGATE & set(os.environ)  # ...not so
+    assert class_cache.DEFAULT_ENV_VARS == {}
+    assert class_cache._ActorClassCache().get(type("Trainable", (), {}))._default_options["runtime_env"] == {}
+
+
+def test_a_cluster_keeps_the_preemption_watcher_and_what_its_dashboard_shows(init_calls, monkeypatch):
     monkeypatch.setattr(ray_address, "_check_reachable", lambda address, source: None)
     assert session.start_ray("10.0.0.5:6379") is False
     (call,) = init_calls
     assert call["address"] == "10.0.0.5:6379" and "include_dashboard" not in call
     env = call["runtime_env"]["env_vars"]  # the cluster's processes get the sweep's settings with its job
-    assert session.PREEMPTION_WATCHER not in env
+    assert not set(ray_env.LOCAL_RAY_ENV) & set(env)  # the preemption watcher, and what the dashboard shows
+    assert os.environ["RAY_TRAIN_HEALTH_CHECK_INTERVAL_S"] == "0.5"  # Tune and Train hand it on as before
+    assert class_cache.DEFAULT_ENV_VARS == ray_env.TUNE_ACTOR_ENV == {"PL_DISABLE_FORK": "1"}
     assert env["RAY_TRAIN_METRICS_ENABLED"] == "0" and env["RAY_TRAIN_HEALTH_CHECK_INTERVAL_S"] == "0.5"
     assert orphan_groups._STATE_API == [True]  # the cluster's dashboard serves Ray's state API

@@ -1,12 +1,15 @@
 """A trial's Ray Train trainer (tuning/sweep/trial_trainer.py): which trainer, which of Ray Train's default
 callbacks, and no torch in the trial's Tune actor or Train controller.
 
-The callbacks are left out through a private hook of Ray Train (`_create_default_callbacks`): these tests fail
-loudly when a Ray release changes it, before a sweep would start actors it does not need or lose ones it does.
+The callbacks are left out, and the controller and workers started without a runtime environment of their own,
+through private hooks of Ray Train: these tests fail loudly when a Ray release changes them, before a sweep would
+start actors it does not need, lose ones it does, or start each process through the runtime-env agent again.
 """
 
 from __future__ import annotations
 
+import inspect
+import json
 import subprocess
 import sys
 import textwrap
@@ -17,13 +20,21 @@ import ray.train
 import yaml
 from ray.train.v2._internal.callbacks import AcceleratorSetupCallback, BackendSetupCallback
 from ray.train.v2._internal.callbacks.user_callback import UserCallbackHandler
+from ray.train.v2._internal.execution.controller import TrainController
+from ray.train.v2._internal.execution.worker_group import WorkerGroup
 from ray.train.v2.api.data_parallel_trainer import DataParallelTrainer
 
 from tests.cli import ROOT, run_cli
 from tests.tuning.sweeps import SPACE, ledger, space_values
 from tuning.search.resources import TrialPlan
 from tuning.sweep.relay_callback import RelayReports
-from tuning.sweep.trial_trainer import LEFT_OUT_CALLBACKS, SingleWorkerTrainer, trial_trainer
+from tuning.sweep.trial_trainer import (
+    LEFT_OUT_CALLBACKS,
+    SingleWorkerTrainer,
+    TrialController,
+    TrialWorkerGroup,
+    trial_trainer,
+)
 
 
 def loop(config: dict) -> None:
@@ -40,6 +51,84 @@ def test_ray_train_still_has_the_private_hook_and_the_callbacks_left_out():
     """Pinned Ray minor (pyproject): when this fails, Ray changed what trial_trainer relies on."""
     assert callable(getattr(DataParallelTrainer, "_create_default_callbacks", None))
     assert {cls.__name__ for cls in LEFT_OUT_CALLBACKS} == {"DatasetsCallback", "PlacementGroupCleanerCallback"}
+
+
+def test_ray_train_still_starts_its_controller_and_workers_as_trial_trainer_overrides_it():
+    """The hooks the lean controller and workers rest on, and the runtime environment Ray Train would give them."""
+    assert "runtime_env" in inspect.getsource(DataParallelTrainer._initialize_and_run_controller)
+    assert callable(getattr(DataParallelTrainer, "_register_sigint_handler", None))
+    assert TrainController.worker_group_cls is WorkerGroup
+    assert list(inspect.signature(WorkerGroup._get_worker_runtime_env).parameters) == ["custom_runtime_env"]
+    assert issubclass(TrialController, TrainController) and TrialController.worker_group_cls is TrialWorkerGroup
+
+
+def test_trial_workers_get_no_runtime_environment_where_ray_trains_would(monkeypatch):
+    monkeypatch.setenv("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "0.5")  # as the sweep sets it (ray_env.RAY_ENV)
+    assert WorkerGroup._get_worker_runtime_env({})["env_vars"] == {"RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.5"}
+    assert TrialWorkerGroup._get_worker_runtime_env({}) == {}
+
+
+RUNTIME_ENVS = textwrap.dedent("""
+    import json, os, sys, tempfile
+    import ray, ray.train, ray.tune
+    from ray.train.v2.api.data_parallel_trainer import DataParallelTrainer
+    from tuning.search.resources import TRIAL_DRIVER_RESOURCES, TrialPlan
+    from tuning.sweep import session
+    from tuning.sweep.trial_trainer import trial_trainer
+
+    STORE = sys.argv[1]  # the functions below run in Ray's processes, which see this value, not their own argv
+
+    def seen():
+        return {"runtime_env": ray.get_runtime_context().get_runtime_env_string(),
+                "interval": os.environ.get("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S")}
+
+    class Controller(ray.train.UserCallback):
+        def __init__(self, path):
+            self.path = path
+        def after_report(self, run_context, metrics, checkpoint):
+            with open(self.path, "w") as out:
+                json.dump(seen(), out)
+
+    def loop(config):  # Result.metrics are the latest checkpoint's
+        folder = tempfile.mkdtemp()
+        open(os.path.join(folder, "seen.json"), "w").write("{}")
+        ray.train.report(seen(), checkpoint=ray.train.Checkpoint.from_directory(folder))
+
+    def fit(trainer, name):
+        return {"worker": trainer.fit().metrics, "controller": json.load(open(f"{STORE}/{name}.json"))}
+
+    def run(name):
+        return ray.train.RunConfig(name=name, storage_path=STORE,
+                                   callbacks=[Controller(f"{STORE}/{name}.json")])
+
+    def trial(config):  # a trial's Tune actor, as a sweep's
+        plan = TrialPlan(workers=1, cpus_per_worker=1, gpus_per_worker=0, concurrency=1)
+        ray.tune.report({"seen": json.dumps({"tune_actor": seen(), **fit(trial_trainer(loop, {}, plan, run("trial")),
+                                                                          "trial")})})
+
+    session.start_ray(None)
+    out = {"ray": fit(DataParallelTrainer(loop, scaling_config=ray.train.ScalingConfig(num_workers=1),
+                                          run_config=run("ray")), "ray")}
+    tuner = ray.tune.Tuner(ray.tune.with_resources(trial, TRIAL_DRIVER_RESOURCES),
+                           run_config=ray.tune.RunConfig(storage_path=STORE, verbose=0))
+    out["trial"] = json.loads(tuner.fit()[0].metrics["seen"])
+    print(json.dumps(out))
+""")
+
+
+@pytest.mark.integration
+def test_a_trials_processes_run_in_the_sweeps_environment_without_one_of_their_own(tmp_path):
+    """On a local Ray started as a sweep starts it: Ray Train's own trainer, from the driver, gives its controller a
+    runtime environment (then started through the runtime-env agent); a trial's Tune actor, its controller and its
+    worker have none, and still see the sweep's settings, inherited from the driver."""
+    done = subprocess.run([sys.executable, "-c", RUNTIME_ENVS, str(tmp_path)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert json.loads(seen["ray"]["controller"]["runtime_env"])["env_vars"]  # Ray Train's own gives it one
+    for process in ("tune_actor", "controller", "worker"):
+        assert json.loads(seen["trial"][process]["runtime_env"]) == {}
+        assert seen["trial"][process]["interval"] == "0.5"
 
 
 def test_ray_train_would_start_both_callbacks_the_trial_leaves_out(tmp_path):
