@@ -13,10 +13,10 @@
     trials (tuning/sweep/orphan_groups.py).
 - The controller and the workers are started without a runtime environment of their own. Ray Train gives each
   one the Train settings of its parent's environment as `runtime_env={"env_vars": ...}`, and an actor with a
-  runtime environment is started through the node's runtime-env agent, in a process no other actor can use:
-  about 0.4 CPU-s more per process here (bench/actor_start.py), 0.8 a trial (bench/trial_start.py). The
-  sweep's settings (tuning/sweep/ray_env.py) are in every Ray process already: inherited from the driver by a Ray
-  started here, or the job's runtime environment on a cluster, which every actor of the job inherits.
+  runtime environment is started through the node's runtime-env agent: about 0.4 CPU-s more per process here
+  (bench/actor_start.py). The sweep's settings (tuning/sweep/ray_env.py) are in every Ray process already:
+  inherited from the driver by a Ray started here, or the job's runtime environment on a cluster, which every
+  actor of the job inherits.
 This rests on private hooks of Ray Train: `_create_default_callbacks` and `_initialize_and_run_controller` of
 the trainer, `worker_group_cls` of the controller, `_get_worker_runtime_env` of the worker group. pyproject
 pins Ray's minor version, and tests/tuning/sweep/test_trial_trainer.py fails when Ray changes them.
