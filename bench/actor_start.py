@@ -17,16 +17,10 @@ import json
 import statistics
 import time
 
-import psutil
 import ray
+from machine_cpu import busy_cpu_s
 
 SETTLE_S = 1.0  # after the last kill, for the processes' exits to be counted
-
-
-def busy_cpu_s() -> float:
-    """CPU seconds every core of this machine has spent busy (user, nice, system) since boot."""
-    times = psutil.cpu_times()
-    return times.user + times.nice + times.system
 
 
 @ray.remote(num_cpus=0)

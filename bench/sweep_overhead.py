@@ -33,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import psutil  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
+from machine_cpu import busy_cpu_s  # noqa: E402
 
 from model.data import load_dataset  # noqa: E402
 from tuning.search.space import load_space  # noqa: E402
@@ -43,12 +44,6 @@ from tuning.yaml_io import read_yaml  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 STOPS = ("completed", "asha", "gate", "nan", "error")
-
-
-def busy_cpu_s() -> float:
-    """CPU seconds every core of this machine has spent busy (user, nice, system) since boot."""
-    times = psutil.cpu_times()
-    return times.user + times.nice + times.system
 
 
 def sp500_bars(path: Path) -> Path:

@@ -26,10 +26,11 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import psutil  # noqa: E402
 import ray  # noqa: E402
 import ray.train  # noqa: E402
+from machine_cpu import busy_cpu_s  # noqa: E402
 from ray.train.v2.api.data_parallel_trainer import DataParallelTrainer  # noqa: E402
 
 from tuning.search.resources import TrialPlan  # noqa: E402
@@ -37,12 +38,6 @@ from tuning.sweep import session  # noqa: E402
 from tuning.sweep.trial_trainer import trial_trainer  # noqa: E402
 
 PLAN = TrialPlan(workers=1, cpus_per_worker=1, gpus_per_worker=0, concurrency=1)
-
-
-def busy_cpu_s() -> float:
-    """CPU seconds every core of this machine has spent busy (user, nice, system) since boot."""
-    times = psutil.cpu_times()
-    return times.user + times.nice + times.system
 
 
 def reporting_loop(config: dict[str, Any]) -> None:
