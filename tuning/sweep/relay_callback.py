@@ -1,6 +1,7 @@
 """The Ray Train callback that sends a trial's reports to the sweep's relay (tuning/sweep/report_relay.py).
 
-It runs in the trial's Train controller, which unpickles it: this module imports neither torch nor Ray Tune.
+It runs in the trial's Train controller, in the controller's host (tuning/sweep/controller_host.py), which unpickles it:
+this module imports neither torch nor Ray Tune.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from ray.train import UserCallback
 
 class RelayReports(UserCallback):
     """On the trial's Train controller: each report of rank 0 (with its checkpoint's path) to the relay, naming
-    the controller (the handle `abort` kills)."""
+    the controller's host (the actor the relay has abort the run, or kills)."""
 
     def __init__(self, relay: ray.actor.ActorHandle, trial_id: str) -> None:
         self.relay, self.trial_id = relay, trial_id

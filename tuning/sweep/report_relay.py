@@ -3,19 +3,21 @@
 Ray's TuneReportCallback relays them through a queue actor of each trial's own: a process, about 1 CPU-second,
 per trial. The sweep starts one `ReportRelay` (no CPU, on the driver's node) for all its trials instead:
 
-    Train controller: RelayReports.after_report (relay_callback.py) ── relay.put(trial, result) ──▶ ReportRelay
+    Train controller: RelayReports.after_report (relay_callback.py) ── relay.put(trial, result, host) ──▶ ReportRelay
     Tune trial (run_trial): fit_reporting_to_tune ◀── relay.take(trial) ── ray.tune.report(result)
 
 Each trial's queue holds one result, as TuneReportCallback's does: the controller's report waits until the
 trial has taken the one before, so training runs at most one epoch ahead of what Tune has decided, and a
 trial the scheduler stops is stopped at the result it was stopped on.
 
-The sweep reuses its Tune actors (a process each, started once, not once per trial), so a trial's end must
-end its Train run: Tune hands the actor to the next trial only once the trial's function has returned (it
-waits 2 s, then kills the actor instead). A trial Tune stops is told so inside `ray.tune.report` (SystemExit);
-`fit_reporting_to_tune` then aborts its run: the relay kills the trial's Train controller (each report names
-it), with it its workers, and removes their placement group (rank 0 names it as it starts), so the next
-trial's workers get its CPUs at once. The sweep's driver does the same as soon as Tune has ended a trial
+The sweep reuses its Tune actors (a process each, started once, not once per trial), and the hosts of their
+trials' Train controllers (tuning/sweep/controller_host.py), so a trial's end must end its Train run: Tune hands
+the actor to the next trial only once the trial's function has returned (it waits 2 s, then kills the actor
+instead). A trial Tune stops is told so inside `ray.tune.report` (SystemExit); `fit_reporting_to_tune` then
+aborts its run: the relay lets go of any report waiting and has the run's host (each report names it) abort the
+run, which kills its workers and removes their placement group, so the next trial's workers get its CPUs at once;
+a host that does not answer within abort_wait_s is killed, with it its workers, and the relay removes their
+placement group (rank 0 names it as it starts). The sweep's driver does the same as soon as Tune has ended a trial
 (`end_run`, from tuning/sweep/trial_lifecycle.py): a stopped trial's run ends before its actor is reused, and
 one whose actor Tune kills leaves no placement group behind.
 Only public Ray APIs: a Ray Train UserCallback on the controller (tuning/sweep/relay_callback.py),
@@ -37,28 +39,40 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 ENDED = "ended"  # what `take` returns once the trial's fit has returned and its results are all taken
 ABORTED = "aborted"  # what `take` returns once the trial's run has been aborted
 TAKE_WAIT_S = 30.0  # a take waits this long at most: then the trial looks itself whether fit has returned
+ABORT_WAIT_S = 10.0  # a host that has not aborted a run within this is killed
+FIT_END_WAIT_S = 1.0  # an aborted run's fit has returned within this (Tune gives a stopped trial 2 s to return)
 
 
 class ReportRelay:
     """Results by trial id, one at a time each (an async actor: many trials put and take at once)."""
 
-    def __init__(self) -> None:
+    def __init__(self, abort_wait_s: float = ABORT_WAIT_S) -> None:
+        self.abort_wait_s = abort_wait_s  # a host that has not aborted a run within this is killed
         self.queues: dict[str, asyncio.Queue] = {}
-        self.controllers: dict[str, ray.actor.ActorHandle] = {}  # trial id -> its Train controller
+        self.controllers: dict[str, ray.actor.ActorHandle] = {}  # trial id -> the host of its Train controller
+        self.abort_events: dict[str, asyncio.Event] = {}  # trial id -> set once it is aborted (a put waiting returns)
         self.groups: dict[str, str] = {}  # trial id -> its workers' placement group (hex id)
         self.aborted: set[str] = set()
+        self.ended: set[str] = set()  # aborted trials whose run has been ended, or is being
 
     def _queue(self, trial_id: str) -> asyncio.Queue:
         return self.queues.setdefault(trial_id, asyncio.Queue(maxsize=1))
 
-    async def put(self, trial_id: str, result: dict[str, Any], controller: ray.actor.ActorHandle) -> None:
-        """Waits while the trial's previous result has not been taken. A result of an aborted trial ends the run
-        of the controller that sent it (one aborted before its first report)."""
+    async def put(self, trial_id: str, result: dict[str, Any], host: ray.actor.ActorHandle) -> None:
+        """Waits while the trial's previous result has not been taken, or until the trial is aborted. A result of an
+        aborted trial ends the run of the host that sent it (one aborted before its first report); not awaited: that
+        host waits on this put before it can abort."""
         if trial_id in self.aborted:
-            await self._end_run(trial_id, controller)
+            if trial_id not in self.ended:  # its first put: later ones (the run's last, as it ends) change nothing
+                self.ended.add(trial_id)
+                asyncio.ensure_future(self._end_run(trial_id, host))
             return
-        self.controllers[trial_id] = controller
-        await self._queue(trial_id).put(result)
+        self.controllers[trial_id] = host
+        aborted = self.abort_events.setdefault(trial_id, asyncio.Event())
+        waits = [asyncio.ensure_future(self._queue(trial_id).put(result)), asyncio.ensure_future(aborted.wait())]
+        _, pending = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        for wait in pending:
+            wait.cancel()
 
     async def end(self, trial_id: str) -> None:
         """The trial's fit has returned: after its last result, `take` returns ENDED."""
@@ -87,24 +101,35 @@ class ReportRelay:
         self.queues.pop(trial_id, None)
         self.controllers.pop(trial_id, None)
         self.groups.pop(trial_id, None)
+        self.abort_events.pop(trial_id, None)
 
     async def abort(self, trial_id: str) -> None:
         """End the trial's Train run, now if its controller has reported, else at its first report."""
         self.aborted.add(trial_id)
+        self.abort_events.setdefault(trial_id, asyncio.Event()).set()
         queue = self.queues.pop(trial_id, None)
         while queue is not None and not queue.empty():  # a report waiting to be put goes nowhere
             queue.get_nowait()
         if queue is not None:  # a take waiting on it returns now
             queue.put_nowait(ABORTED)
-        if (controller := self.controllers.pop(trial_id, None)) is not None:
-            await self._end_run(trial_id, controller)
+        if (host := self.controllers.pop(trial_id, None)) is not None and trial_id not in self.ended:
+            self.ended.add(trial_id)
+            await self._end_run(trial_id, host)
 
-    async def _end_run(self, trial_id: str, controller: ray.actor.ActorHandle) -> None:
-        """Kill the run's controller (Ray ends the workers it owns with it) and, once it is dead, remove its workers'
-        placement group, which would outlive them. Not before: a controller that sees its workers die restarts its
-        worker group, in a new placement group no run would give back."""
-        ray.kill(controller)
-        await _dead(controller)
+    async def _end_run(self, trial_id: str, host: ray.actor.ActorHandle) -> None:
+        """End the trial's run: its host aborts it (tuning/sweep/controller_host.py: the workers and their placement
+        group go, the host stays for the Tune actor's next trial). A host that has not done so within abort_wait_s is
+        killed (Ray ends the workers it owns with it) and, once it is dead, the workers' placement group removed,
+        which would outlive them. Not before: a controller that sees its workers die restarts its worker group, in
+        a new placement group no run would give back."""
+        try:
+            await asyncio.wait_for(host.abort.remote(trial_id), self.abort_wait_s)
+            self.groups.pop(trial_id, None)  # removed by the worker group's abort
+            return
+        except (asyncio.TimeoutError, ray.exceptions.RayError):
+            pass
+        ray.kill(host)
+        await _dead(host)
         if (group := self.groups.pop(trial_id, None)) is not None:
             ray.util.remove_placement_group(PlacementGroup(ray.PlacementGroupID(bytes.fromhex(group))))
 
@@ -169,6 +194,7 @@ def fit_reporting_to_tune(fit: Callable[[], Any], relay: ray.actor.ActorHandle, 
             ended = not thread.is_alive()  # before taking: a result put before fit returned is taken below
             result = ray.get(relay.take.remote(trial_id, 0.0 if ended else TAKE_WAIT_S))
             if result == ABORTED:  # Tune has ended the trial; its run's failure is that abort
+                thread.join(FIT_END_WAIT_S)  # the run's host, free again, serves this actor's next trial
                 return
             if result == ENDED or (result is None and ended):
                 break
@@ -176,6 +202,7 @@ def fit_reporting_to_tune(fit: Callable[[], Any], relay: ray.actor.ActorHandle, 
                 report(result)
     except BaseException:  # stopped by Tune (SystemExit), or interrupted: the run must not outlive the trial
         ray.get(relay.abort.remote(trial_id))
+        thread.join(FIT_END_WAIT_S)
         raise
     relay.close.remote(trial_id)
     if failure:

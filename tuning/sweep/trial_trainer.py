@@ -11,12 +11,9 @@
   - PlacementGroupCleanerCallback removes the worker group's placement group when the controller dies
     without removing it, which happens when Tune stops a trial. The sweep's driver does that for all its
     trials (tuning/sweep/orphan_groups.py).
-- The controller and the workers are started without a runtime environment of their own. Ray Train gives each
-  one the Train settings of its parent's environment as `runtime_env={"env_vars": ...}`, and an actor with a
-  runtime environment is started through the node's runtime-env agent: about 0.4 CPU-s more per process here
-  (bench/actor_start.py). The sweep's settings (tuning/sweep/ray_env.py) are in every Ray process already:
-  inherited from the driver by a Ray started here, or the job's runtime environment on a cluster, which every
-  actor of the job inherits.
+- The controller runs in a host process that the trials of a Tune actor share (tuning/sweep/controller_host.py),
+  not in a process of its own per trial; it and the workers are started without a runtime environment of their own
+  (tuning/sweep/trial_controller.py).
 This rests on private hooks of Ray Train: `_create_default_callbacks` and `_initialize_and_run_controller` of
 the trainer, `worker_group_cls` of the controller, `_get_worker_runtime_env` of the worker group. pyproject
 pins Ray's minor version, and tests/tuning/sweep/test_trial_trainer.py fails when Ray changes them.
@@ -33,45 +30,30 @@ import ray.train
 from ray.train.backend import BackendConfig
 from ray.train.v2._internal.callbacks.datasets import DatasetsCallback
 from ray.train.v2._internal.callbacks.placement_group_callback import PlacementGroupCleanerCallback
-from ray.train.v2._internal.execution.controller import TrainController
-from ray.train.v2._internal.execution.worker_group import WorkerGroup
 from ray.train.v2.api.data_parallel_trainer import DataParallelTrainer
 
 from tuning.search.resources import TrialPlan
+from tuning.sweep.controller_host import HOSTS
 
 LEFT_OUT_CALLBACKS = (DatasetsCallback, PlacementGroupCleanerCallback)
 
 
-class TrialWorkerGroup(WorkerGroup):
-    """A trial's Train workers: started in the environment every Ray process of the sweep has."""
-
-    @staticmethod
-    def _get_worker_runtime_env(custom_runtime_env: dict[str, Any]) -> dict[str, Any]:
-        return dict(custom_runtime_env)  # RunConfig.worker_runtime_env: {} for a trial
-
-
-class TrialController(TrainController):
-    """A trial's Train controller: Ray Train's, starting TrialWorkerGroups."""
-
-    worker_group_cls = TrialWorkerGroup
-
-
 class _LeanTrial:
-    """Mixed in before a Ray Train trainer: its default callbacks less LEFT_OUT_CALLBACKS, and a TrialController
-    started on the driver's node (as Ray Train starts its own) without a runtime environment."""
+    """Mixed in before a Ray Train trainer: its default callbacks less LEFT_OUT_CALLBACKS, and its TrialController
+    run in one of this process's controller hosts."""
 
     def _create_default_callbacks(self) -> list[Any]:
         return [callback for callback in super()._create_default_callbacks()  # type: ignore[misc]
                 if not isinstance(callback, LEFT_OUT_CALLBACKS)]
 
     def _initialize_and_run_controller(self, **controller_init_kwargs: Any) -> Any:
-        node = ray.get_runtime_context().get_node_id()
-        controller = ray.remote(num_cpus=0, label_selector={ray._raylet.RAY_NODE_ID_KEY: node})(
-            TrialController).remote(**controller_init_kwargs)
-        if threading.current_thread() is threading.main_thread():  # not in a Tune trial's thread
-            self._register_sigint_handler(controller)  # type: ignore[attr-defined]
-        ray.get(controller.run.remote())
-        return ray.get(controller.get_result.remote())
+        host = HOSTS.take()
+        try:
+            if threading.current_thread() is threading.main_thread():  # not in a Tune trial's thread
+                self._register_sigint_handler(host)  # type: ignore[attr-defined]
+            return ray.get(host.run.remote(controller_init_kwargs))
+        finally:
+            HOSTS.give_back(host)
 
 
 class SingleWorkerTrainer(_LeanTrial, DataParallelTrainer):

@@ -1,8 +1,10 @@
 """The sweep's report relay (tuning/sweep/report_relay.py) on a real local Ray: a trial's results reach Tune in
-order, then its end; a stopped trial's Train run is aborted (its controller killed, its placement group removed)."""
+order, then its end; a stopped trial's Train run is aborted (by the host of its controller, or with the host killed
+when it does not answer, its placement group then removed)."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 
@@ -10,7 +12,7 @@ import pytest
 import ray
 from ray.util.placement_group import placement_group, placement_group_table
 
-from tuning.sweep.report_relay import ABORTED, ENDED, end_run, fit_reporting_to_tune, start_relay
+from tuning.sweep.report_relay import ABORTED, ENDED, ReportRelay, end_run, fit_reporting_to_tune, start_relay
 
 
 @pytest.fixture(scope="module")
@@ -25,25 +27,42 @@ def relay():
 
 
 @ray.remote(num_cpus=0)
-class Controller:
-    """Stands for a trial's Ray Train controller: it reports to the relay, from its own process."""
+class Host:
+    """Stands for the host of a trial's Ray Train controller (tuning/sweep/controller_host.py): it reports to the
+    relay from its own process, blocking its event loop while a report waits, as Ray Train's report callbacks do;
+    `abort` aborts a run by name (or, for a host that does not answer, never returns)."""
 
-    def report(self, relay, trial_id: str, results: list[dict]) -> None:
+    def __init__(self, answers: bool = True) -> None:
+        self.answers, self.aborted = answers, []
+
+    async def report(self, relay, trial_id: str, results: list[dict]) -> None:
         me = ray.get_runtime_context().current_actor
         for result in results:
             ray.get(relay.put.remote(trial_id, result, me))
 
-    def ping(self) -> str:
-        return "pong"
+    async def abort(self, name: str) -> None:
+        while not self.answers:
+            await asyncio.sleep(1)
+        self.aborted.append(name)
+
+    def aborted_runs(self) -> list[str]:
+        return self.aborted
+
+
+def eventually(check, wait_s: float = 30) -> bool:
+    deadline = time.monotonic() + wait_s
+    while not check() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return check()
 
 
 def test_every_result_reaches_tune_in_order_then_fit_raises_what_it_raised(relay):
-    controller = Controller.remote()
+    host = Host.remote()
     results = [{"epoch": epoch} for epoch in range(4)]
     reported: list[dict] = []
 
     def fit() -> None:
-        ray.get(controller.report.remote(relay, "t1", results))
+        ray.get(host.report.remote(relay, "t1", results))
         raise RuntimeError("worker failed")
 
     with pytest.raises(RuntimeError, match="worker failed"):
@@ -51,15 +70,12 @@ def test_every_result_reaches_tune_in_order_then_fit_raises_what_it_raised(relay
     assert reported == results
 
 
-def test_a_trial_tune_stops_has_its_run_aborted_and_its_placement_group_removed(relay):
-    controller = Controller.remote()
-    group = placement_group([{"CPU": 1}])
-    ray.get(group.ready(), timeout=60)
-    ray.get(relay.placed.remote("t2", group.id.hex()))
+def test_a_trial_tune_stops_has_its_run_aborted_by_its_host_which_lives_on(relay):
+    host = Host.remote()
     release = threading.Event()
 
-    def fit() -> None:  # the run goes on until its controller dies
-        ray.get(controller.report.remote(relay, "t2", [{"epoch": 0}, {"epoch": 1}]))
+    def fit() -> None:  # the run goes on until its host aborts it
+        ray.get(host.report.remote(relay, "t2", [{"epoch": 0}, {"epoch": 1}, {"epoch": 2}]))
         release.wait(60)
 
     def report(result: dict) -> None:
@@ -68,23 +84,32 @@ def test_a_trial_tune_stops_has_its_run_aborted_and_its_placement_group_removed(
 
     with pytest.raises(SystemExit):
         fit_reporting_to_tune(fit, relay, "t2", report)
-    with pytest.raises(ray.exceptions.RayActorError):
-        ray.get(controller.ping.remote(), timeout=30)
-    assert placement_group_table(group)["state"] == "REMOVED"
+    assert ray.get(host.aborted_runs.remote(), timeout=30) == ["t2"]  # the report waiting was let go
     release.set()
 
 
-def test_a_trial_aborted_before_its_first_report_kills_the_controller_that_reports(relay):
-    controller = Controller.remote()
-    ray.get(relay.abort.remote("t3"))
-    with pytest.raises(ray.exceptions.RayActorError):  # killed as it reports
-        ray.get(controller.report.remote(relay, "t3", [{"epoch": 0}]), timeout=30)
+def test_a_host_that_does_not_abort_is_killed_and_the_runs_placement_group_removed():
+    relay = ray.remote(ReportRelay).options(max_concurrency=1000).remote(abort_wait_s=1.0)
+    host = Host.remote(answers=False)
+    group = placement_group([{"CPU": 1}])
+    ray.get(group.ready(), timeout=60)
+    ray.get(relay.placed.remote("t6", group.id.hex()))
+    ray.get(relay.put.remote("t6", {"epoch": 0}, host))
+    ray.get(relay.abort.remote("t6"), timeout=60)
     with pytest.raises(ray.exceptions.RayActorError):
-        ray.get(controller.ping.remote(), timeout=30)
+        ray.get(host.aborted_runs.remote(), timeout=30)
+    assert placement_group_table(group)["state"] == "REMOVED"
+
+
+def test_a_trial_aborted_before_its_first_report_has_the_host_that_reports_abort_it(relay):
+    host = Host.remote()
+    ray.get(relay.abort.remote("t3"))
+    ray.get(host.report.remote(relay, "t3", [{"epoch": 0}, {"epoch": 1}]), timeout=30)  # each put returns at once
+    assert eventually(lambda: ray.get(host.aborted_runs.remote(), timeout=30) == ["t3"])
 
 
 def test_take_returns_the_end_after_the_last_result(relay):
-    ray.get(relay.put.remote("t4", {"epoch": 0}, Controller.remote()))
+    ray.get(relay.put.remote("t4", {"epoch": 0}, Host.remote()))
     ending = relay.end.remote("t4")  # waits until the result is taken
     assert ray.get(relay.take.remote("t4", 5.0)) == {"epoch": 0}
     ray.get(ending)
@@ -93,28 +118,20 @@ def test_take_returns_the_end_after_the_last_result(relay):
 
 
 def test_a_run_the_driver_ends_returns_at_once_without_its_failure(relay):
-    """Tune has ended the trial (ASHA stopped it): the driver's end_run kills the controller, removes the group,
-    and the trial's function returns, so that Tune can hand its actor to the next trial."""
-    controller = Controller.remote()
-    group = placement_group([{"CPU": 1}])
-    ray.get(group.ready(), timeout=60)
-    ray.get(relay.placed.remote("t5", group.id.hex()))
+    """Tune has ended the trial (ASHA stopped it): the driver's end_run has the run's host abort it, and the trial's
+    function returns, so that Tune can hand its actor to the next trial."""
+    host = Host.remote()
     reported: list[dict] = []
 
-    def fit() -> None:  # fails once its controller is killed, as a Train run does
-        ray.get(controller.report.remote(relay, "t5", [{"epoch": 0}, {"epoch": 1}, {"epoch": 2}]))
+    def fit() -> None:  # a run the relay has let go ends (its host has aborted it)
+        ray.get(host.report.remote(relay, "t5", [{"epoch": 0}, {"epoch": 1}, {"epoch": 2}]))
 
     def report(result: dict) -> None:
         reported.append(result)
         if result["epoch"] == 0:
             end_run("t5")
 
-    fit_reporting_to_tune(fit, relay, "t5", report)  # returns: no exception from the killed run
+    fit_reporting_to_tune(fit, relay, "t5", report)  # returns: no exception from the aborted run
     assert [r["epoch"] for r in reported] in ([0], [0, 1])  # at most the result put before the abort
-    deadline = time.monotonic() + 30  # removed once the controller is dead
-    while placement_group_table(group)["state"] != "REMOVED" and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert placement_group_table(group)["state"] == "REMOVED"
-    with pytest.raises(ray.exceptions.RayActorError):
-        ray.get(controller.ping.remote(), timeout=30)
+    assert eventually(lambda: ray.get(host.aborted_runs.remote(), timeout=30) == ["t5"])
     assert ray.get(relay.take.remote("t5", 0.0)) == ABORTED

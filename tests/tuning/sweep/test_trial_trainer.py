@@ -28,13 +28,8 @@ from tests.cli import ROOT, run_cli
 from tests.tuning.sweeps import SPACE, ledger, space_values
 from tuning.search.resources import TrialPlan
 from tuning.sweep.relay_callback import RelayReports
-from tuning.sweep.trial_trainer import (
-    LEFT_OUT_CALLBACKS,
-    SingleWorkerTrainer,
-    TrialController,
-    TrialWorkerGroup,
-    trial_trainer,
-)
+from tuning.sweep.trial_controller import TrialController, TrialWorkerGroup
+from tuning.sweep.trial_trainer import LEFT_OUT_CALLBACKS, SingleWorkerTrainer, trial_trainer
 
 
 def loop(config: dict) -> None:
@@ -159,8 +154,8 @@ def test_one_worker_runs_without_a_torch_process_group_and_two_with_one(tmp_path
 
 
 def test_the_trial_actor_and_the_controller_never_import_torch(tmp_path):
-    """What the trial's Tune actor imports (the trainable) and what its Train controller unpickles (the callbacks
-    and the train function of a one-worker trial), each in a process of its own."""
+    """What the trial's Tune actor imports (the trainable) and what its Train controller's host imports and unpickles
+    (the callbacks and the train function of a one-worker trial), each in a process of its own."""
     tune_side = textwrap.dedent("""
         import sys, cloudpickle, ray.train
         from tuning.search.resources import TrialPlan
@@ -176,7 +171,8 @@ def test_the_trial_actor_and_the_controller_never_import_torch(tmp_path):
     """)
     pickled = subprocess.run([sys.executable, "-c", tune_side, str(tmp_path)], cwd=ROOT, capture_output=True,
                              check=True).stdout
-    controller_side = "import sys, pickle; pickle.load(sys.stdin.buffer); assert 'torch' not in sys.modules"
+    controller_side = ("import sys, pickle, tuning.sweep.controller_host; pickle.load(sys.stdin.buffer); "
+                       "assert 'torch' not in sys.modules")  # the host's process: its module, then what it unpickles
     subprocess.run([sys.executable, "-c", controller_side], cwd=ROOT, input=pickled, check=True)
     assert cloudpickle.loads(pickled)[2].__name__ == "train_loop"
 
