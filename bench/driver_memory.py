@@ -4,8 +4,9 @@ Run by hand:  .venv/bin/python bench/driver_memory.py [--trials 2] [--out runs/b
 
 Runs a real `mamba-tune sweep` of the smoke space with every trial at once and samples, every
 second, the memory of each Ray process by its role (its process title): the trial's driver (Tune's
-function trainable, `ImplicitFunc`, reused from trial to trial), Ray Train's `TrainController` and the
-small actor it starts per trial (`SynchronizationActor`; tuning/sweep/trial_trainer.py leaves out the
+function trainable, `ImplicitFunc`, reused from trial to trial), the host of its Ray Train controller
+(`ControllerHost`, reused with it: tuning/sweep/controller_host.py) and the
+small actor Ray Train starts per trial (`SynchronizationActor`; tuning/sweep/trial_trainer.py leaves out the
 placement-group cleaner and the dataset manager), and the training workers (`RayTrainWorker`, on a GPU
 node in a cluster). Prints JSON:
   roles            per role: processes seen, the median over processes of each one's peak USS and RSS (MB)
@@ -32,13 +33,13 @@ import psutil
 
 ROOT = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-m", "tuning.cli"]
-HEAD_ROLES = ("ImplicitFunc", "TrainController", "SynchronizationActor")
+HEAD_ROLES = ("ImplicitFunc", "ControllerHost", "SynchronizationActor")
 ROLES = (*HEAD_ROLES, "RayTrainWorker")
 MB = 2**20
 
 
 def role_of(process: psutil.Process) -> str | None:
-    """"TrainController" for a process titled `ray::TrainController.run`; "sweep" for the sweep's own process."""
+    """"ControllerHost" for a process titled `ray::ControllerHost.run`; "sweep" for the sweep's own process."""
     title = " ".join(process.cmdline())
     if "tuning.cli sweep" in title:
         return "sweep"

@@ -1,7 +1,7 @@
 """Load: 64 tiny trials with every core busy; each trial is accounted for once in Ray, Optuna and MLflow.
 
-Ray Train starts three processes per trial (its controller, its synchronization actor and the worker;
-Tune's actors are reused, one relay serves the sweep), so this is minutes of start-ups: it is not part of
+Ray Train starts two processes per trial (its synchronization actor and the worker; Tune's actors and the
+hosts of Train's controllers are reused, one relay serves the sweep), so this is minutes of start-ups: it is not part of
 `make test`; `make test-load` runs it, and CI (.ci/run) runs every tier.
 """
 
