@@ -23,7 +23,6 @@ from tuning.sweep import session
 from tuning.sweep.controller_host import HOSTS, ControllerHost
 from tuning.sweep.trial_trainer import trial_trainer
 
-pytestmark = pytest.mark.integration
 PLAN = TrialPlan(workers=1, cpus_per_worker=1, gpus_per_worker=0, concurrency=1)
 
 
@@ -78,6 +77,8 @@ def test_the_controller_hooks_the_host_uses_are_ray_trains():
         "abort", "get_all_reported_checkpoints", "run"]  # async: abort runs while run awaits, as in Ray Train's
 
 
+@pytest.mark.integration
+@pytest.mark.faults  # four Train runs, one aborted: the faults tier, for time (every sweep's stopped trials abort too)
 def test_runs_follow_one_another_in_one_host_and_abort_ends_the_named_one_alone(local_ray, tmp_path):
     """Three runs in one host (not this process), each with its own Result; the second aborted by name: its worker
     dead, its placement group removed, fit returned, and the host serves the third."""
