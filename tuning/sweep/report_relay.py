@@ -49,7 +49,7 @@ class ReportRelay:
     def __init__(self, abort_wait_s: float = ABORT_WAIT_S) -> None:
         self.abort_wait_s = abort_wait_s  # a host that has not aborted a run within this is killed
         self.queues: dict[str, asyncio.Queue] = {}
-        self.controllers: dict[str, ray.actor.ActorHandle] = {}  # trial id -> the host of its Train controller
+        self.hosts: dict[str, ray.actor.ActorHandle] = {}  # trial id -> the host of its Train controller
         self.abort_events: dict[str, asyncio.Event] = {}  # trial id -> set once it is aborted (a put waiting returns)
         self.groups: dict[str, str] = {}  # trial id -> its workers' placement group (hex id)
         self.aborted: set[str] = set()
@@ -67,7 +67,7 @@ class ReportRelay:
                 self.ended.add(trial_id)
                 asyncio.ensure_future(self._end_run(trial_id, host))
             return
-        self.controllers[trial_id] = host
+        self.hosts[trial_id] = host
         aborted = self.abort_events.setdefault(trial_id, asyncio.Event())
         waits = [asyncio.ensure_future(self._queue(trial_id).put(result)), asyncio.ensure_future(aborted.wait())]
         _, pending = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
@@ -99,12 +99,12 @@ class ReportRelay:
     async def close(self, trial_id: str) -> None:
         """The trial's run has ended (its controller removed its placement group)."""
         self.queues.pop(trial_id, None)
-        self.controllers.pop(trial_id, None)
+        self.hosts.pop(trial_id, None)
         self.groups.pop(trial_id, None)
         self.abort_events.pop(trial_id, None)
 
     async def abort(self, trial_id: str) -> None:
-        """End the trial's Train run, now if its controller has reported, else at its first report."""
+        """End the trial's Train run, now if its host has reported, else at its first report."""
         self.aborted.add(trial_id)
         self.abort_events.setdefault(trial_id, asyncio.Event()).set()
         queue = self.queues.pop(trial_id, None)
@@ -112,8 +112,8 @@ class ReportRelay:
             queue.get_nowait()
         if queue is not None:  # a take waiting on it returns now
             queue.put_nowait(ABORTED)
-        if (host := self.controllers.pop(trial_id, None)) is not None and trial_id not in self.ended:
-            self.ended.add(trial_id)
+        if (host := self.hosts.pop(trial_id, None)) is not None:
+            self.ended.add(trial_id)  # its run's last put, still to come, ends nothing more
             await self._end_run(trial_id, host)
 
     async def _end_run(self, trial_id: str, host: ray.actor.ActorHandle) -> None:
