@@ -8,7 +8,9 @@ misleads TPE. Here a trial's state follows why it ended (tuning/search/gate.py's
                    figure ASHA ranks it by; Optuna keeps the last one as the trial's value
   nan, error       FAIL (Optuna's own rule for a non-finite objective)
   lost             FAIL: started by a driver killed before Ray Tune saved it (fail_lost_trials)
-and each Optuna trial carries user attributes stop_reason, stop_epoch and ray_trial_id.
+and each Optuna trial carries user attributes stop_reason, stop_epoch and ray_trial_id. ray_trial_id is set as
+the trial is asked for, before Ray Train starts: a lost trial names the folder its run may have left in the
+sweep's storage (train/<ray_trial_id>).
 The study lives in SQLite (or any RDB URL): it outlives the sweep and opens in
 optuna-dashboard.
 """
@@ -59,6 +61,12 @@ class StateAwareOptunaSearch(OptunaSearch):
         self.gate, self.max_epochs = space_config.gate, space_config.scheduler.max_epochs
         self.reported: set[tuple[str, int]] = set()  # (trial, epoch): a resumed trial may repeat an epoch
 
+    def suggest(self, trial_id: str) -> dict[str, Any] | None:
+        config = super().suggest(trial_id)
+        if trial_id in self._ot_trials:  # asked for now (not a finished search's None)
+            self._ot_trials[trial_id].set_user_attr("ray_trial_id", trial_id)
+        return config
+
     def on_trial_result(self, trial_id: str, result: dict[str, Any]) -> None:
         if trial_id in self._completed_trials or not math.isfinite(result["val_loss"]):
             return
@@ -78,6 +86,7 @@ class StateAwareOptunaSearch(OptunaSearch):
             return
         reason, epoch = stop_reason(self.gate, self.max_epochs, result, error)
         with contextlib.suppress(UpdateFinishedTrialError):
+            # ray_trial_id again: a trial asked for by an older version, before suggest set it
             for key, value in (("stop_reason", reason), ("stop_epoch", epoch), ("ray_trial_id", trial_id)):
                 trial.set_user_attr(key, value)
         state = STATES[reason]

@@ -23,6 +23,7 @@ This rests on Ray Train's controller as pinned in pyproject (tests/tuning/sweep/
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from typing import Any
 
@@ -30,6 +31,8 @@ import ray
 from ray.train.v2._internal.execution.controller.state import AbortedState
 
 from tuning.sweep.trial_controller import TrialController
+
+LOG = logging.getLogger(__name__)
 
 
 class ControllerHost:
@@ -59,9 +62,12 @@ class ControllerHost:
             return
         running.cancel()  # before anything else: the loop must not see the workers die and start others
         controller._controller_callback_manager.invoke_best_effort("before_controller_abort")
-        if (worker_group := controller.get_worker_group()) is not None:
-            worker_group.abort()
-        controller._set_state(AbortedState())
+        try:  # as Ray Train's own abort: a worker group still starting (or one shut down) raises, and is logged
+            if (worker_group := controller.get_worker_group()) is not None:
+                worker_group.abort()
+        except Exception:  # noqa: BLE001 - an abort that raised would have the relay kill this host, maybe mid next run
+            LOG.exception("aborting the worker group of run %s", run_name(controller))
+        controller._set_state(AbortedState())  # its hooks' failures are caught and logged by the controller
 
     async def get_all_reported_checkpoints(self, *args: Any, **kwargs: Any) -> Any:
         """For a worker's `ray.train.get_all_reported_checkpoints`: the host is its controller's actor."""

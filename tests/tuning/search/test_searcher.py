@@ -92,3 +92,13 @@ def test_fail_lost_trials_ends_only_the_trials_still_running(tmp_path):
     assert fail_lost_trials(url, "s") == 1 and fail_lost_trials(url, "s") == 0
     states = [(t.state, t.user_attrs.get("stop_reason")) for t in optuna.load_study(study_name="s", storage=url).trials]
     assert states == [(TrialState.COMPLETE, None), (TrialState.FAIL, "lost")]
+
+
+def test_a_trial_names_its_ray_trial_as_it_is_asked_for_so_a_lost_one_names_its_folder(searcher):
+    search, url = searcher
+    search.suggest("running")  # its driver is killed now: Ray Train may have written train/running already
+    (trial,) = study_trials(url)
+    assert trial.state == TrialState.RUNNING and trial.user_attrs["ray_trial_id"] == "running"
+    fail_lost_trials(url, "smoke")
+    (trial,) = study_trials(url)
+    assert trial.user_attrs == {"ray_trial_id": "running", "stop_reason": "lost"}

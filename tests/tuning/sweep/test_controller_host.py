@@ -4,6 +4,7 @@ dead, its placement group removed) and leaves the host to serve the next run."""
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import json
 import os
@@ -17,6 +18,7 @@ import pytest
 import ray
 import ray.train
 from ray.train.v2._internal.execution.controller import TrainController
+from ray.train.v2._internal.execution.controller.state import AbortedState
 
 from tuning.search.resources import TrialPlan
 from tuning.sweep import session
@@ -75,6 +77,40 @@ def test_the_controller_hooks_the_host_uses_are_ray_trains():
     assert inspect.iscoroutinefunction(TrainController.run)
     assert [name for name, kind in inspect.getmembers(ControllerHost, inspect.iscoroutinefunction)] == [
         "abort", "get_all_reported_checkpoints", "run"]  # async: abort runs while run awaits, as in Ray Train's
+
+
+class StartingController:
+    """A controller whose worker group is still starting: Ray Train's WorkerGroup.abort raises ValueError then."""
+
+    def __init__(self) -> None:
+        self.states, self.hooks = [], []
+        self._train_run_context = type("Context", (), {"run_config": ray.train.RunConfig(name="starting")})()
+        self._controller_callback_manager = type("Hooks", (), {"invoke_best_effort": self.hooks.append})()
+
+    def get_state(self) -> Any:
+        return self.states[-1] if self.states else type("Running", (), {"is_terminal": lambda _: False})()
+
+    def get_worker_group(self) -> Any:
+        def abort() -> None:
+            raise ValueError("Worker group is not active. Call WorkerGroup.create() to create a new worker group.")
+        return type("StartingGroup", (), {"abort": staticmethod(abort)})()
+
+    def _set_state(self, state: Any) -> None:
+        self.states.append(state)
+
+
+def test_an_abort_while_the_worker_group_starts_still_aborts_the_run_and_returns():
+    """An abort that raised would have the relay kill the host, which by then may serve the Tune actor's next trial."""
+    async def abort_while_starting() -> tuple[StartingController, asyncio.Future]:
+        host, controller = ControllerHost(), StartingController()
+        host.controller, host.running = controller, asyncio.ensure_future(asyncio.sleep(60))
+        await host.abort("starting")
+        await asyncio.sleep(0)  # the cancellation lands
+        return controller, host.running
+
+    controller, running = asyncio.run(abort_while_starting())
+    assert running.cancelled() and controller.hooks == ["before_controller_abort"]
+    assert [type(state) for state in controller.states] == [AbortedState]
 
 
 @pytest.mark.integration
