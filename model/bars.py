@@ -14,10 +14,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from model.bar_times import UTC, epoch_unit_error, epoch_units_that_fit, epochs_to_ns
 from model.errors import InputError
 
 FIELDS = ("timestamp", "open", "high", "low", "close", "volume")
 PRICES = ("open", "high", "low", "close")
+SYMBOL_COLUMNS = ("symbol", "ticker", "instrument")  # a column naming each bar's instrument (any case)
 
 
 class DataError(InputError, ValueError):
@@ -28,7 +30,8 @@ class DataError(InputError, ValueError):
 class Bars:
     """Validated bars: timestamp as int64 nanoseconds since the epoch (UTC), the rest float64.
 
-    All arrays have shape (n_bars,).
+    All arrays have shape (n_bars,). timezone is the bars' clock (model/bar_times.py), the zone time-of-day
+    features read; epoch_unit, the unit integer timestamps were read in (None: the file held timestamps).
     """
 
     path: str
@@ -38,6 +41,8 @@ class Bars:
     low: np.ndarray
     close: np.ndarray
     volume: np.ndarray
+    timezone: str = UTC
+    epoch_unit: str | None = None
 
     def __len__(self) -> int:
         return len(self.close)
@@ -54,17 +59,18 @@ def read_bars(path: str | Path, columns: dict[str, str] | None = None) -> Bars:
     mapping = _resolve_columns(path, parquet.schema_arrow, columns or {})
     if parquet.metadata.num_rows == 0:
         raise DataError(f"{path}: the file has no rows, bars are needed; point --data at a file with bars")
-    arrays = {}
+    if (symbol := _symbol_column(parquet.schema_arrow, mapping)) is not None:
+        _require_one_instrument(path, symbol, _read(path, parquet, symbol))
+    arrays, times = {}, {}
     for field, name in mapping.items():  # a column at a time: only one Arrow copy is alive at once
-        try:
-            column = parquet.read(columns=[name]).column(0)
-        except (pa.ArrowException, OSError) as exc:
-            raise DataError(f"{path}: cannot read column {name!r} ({_first_line(exc)}), the file is damaged; "
-                            "write it again") from None
-        arrays[field] = _column(path, column, field, name)
+        column = _read(path, parquet, name)
+        if field == "timestamp":
+            arrays[field], times = _timestamp_ns(path, name, column)
+        else:
+            arrays[field] = _column(path, column, field, name)
         del column
         pa.default_memory_pool().release_unused()  # Arrow's allocator keeps freed pages otherwise
-    bars = Bars(path=str(path), **arrays)
+    bars = Bars(path=str(path), **arrays, **times)
     _validate(bars)
     return bars
 
@@ -78,8 +84,11 @@ def bars_from_table(table: pa.Table, source: str, columns: dict[str, str] | None
     mapping = _resolve_columns(where, table.schema, columns or {})
     if table.num_rows == 0:
         raise DataError(f"{source}: there are no rows, bars are needed; pass at least one bar")
-    bars = Bars(path=source, **{field: _column(where, table.column(name), field, name)
-                                for field, name in mapping.items()})
+    if (symbol := _symbol_column(table.schema, mapping)) is not None:
+        _require_one_instrument(where, symbol, table.column(symbol))
+    timestamp, times = _timestamp_ns(where, mapping["timestamp"], table.column(mapping["timestamp"]))
+    bars = Bars(path=source, timestamp=timestamp, **times, **{
+        field: _column(where, table.column(name), field, name) for field, name in mapping.items() if field != "timestamp"})
     _validate(bars)
     return bars
 
@@ -95,6 +104,29 @@ def _open(path: Path) -> pq.ParquetFile:
     except (pa.ArrowException, OSError) as exc:
         raise DataError(f"{path}: not a Parquet file, or a truncated one ({_first_line(exc)}); write it as "
                         "Parquet again (e.g. pyarrow.parquet.write_table)") from None
+
+
+def _read(path: Path, parquet: pq.ParquetFile, name: str) -> pa.ChunkedArray:
+    try:
+        return parquet.read(columns=[name]).column(0)
+    except (pa.ArrowException, OSError) as exc:
+        raise DataError(f"{path}: cannot read column {name!r} ({_first_line(exc)}), the file is damaged; "
+                        "write it again") from None
+
+
+def _symbol_column(schema: pa.Schema, mapping: dict[str, str]) -> str | None:
+    """The file's column naming each bar's instrument (SYMBOL_COLUMNS, any case), if it has one."""
+    names = [n for n in schema.names if n.lower() in SYMBOL_COLUMNS and n not in mapping.values()]
+    return names[0] if names else None
+
+
+def _require_one_instrument(path: Path, name: str, column: pa.ChunkedArray) -> None:
+    """Bars are of one instrument: a symbol column with several values is refused, naming them."""
+    symbols = sorted(str(s) for s in pc.unique(column).to_pylist() if s is not None)
+    if len(symbols) > 1:
+        shown = ", ".join(symbols[:10]) + (f" and {len(symbols) - 10} more" if len(symbols) > 10 else "")
+        raise DataError(f"{path}: column {name!r} names {len(symbols)} instruments ({shown}), bars must be of one "
+                        f"instrument; pick one: mamba-tune data import {path} --out bars.parquet --symbol {symbols[0]}")
 
 
 def _resolve_columns(path: Path, schema: pa.Schema, columns: dict[str, str]) -> dict[str, str]:
@@ -128,8 +160,6 @@ def _column(path: Path, column: pa.ChunkedArray, field: str, name: str) -> np.nd
         raise DataError(f"{path}: column {name!r} has a missing value at row {row}, every bar needs all "
                         "fields; drop or fill that row")
     kind = column.type
-    if field == "timestamp":
-        return _timestamp_ns(path, name, column)
     if not (pa.types.is_floating(kind) or pa.types.is_integer(kind) or pa.types.is_decimal(kind)):
         raise DataError(f"{path}: column {name!r} ({field}) has type {kind}, it must be numeric; "
                         "convert it to float")
@@ -138,34 +168,47 @@ def _column(path: Path, column: pa.ChunkedArray, field: str, name: str) -> np.nd
     return column.cast(pa.float64(), safe=False).to_numpy()  # integers past 2^53 round, as floats do
 
 
-def _timestamp_ns(path: Path, name: str, column: pa.ChunkedArray) -> np.ndarray:
-    """A timestamp, date or integer column as int64 nanoseconds since the epoch."""
+def _timestamp_ns(path: Path, name: str, column: pa.ChunkedArray) -> tuple[np.ndarray, dict[str, str | None]]:
+    """A timestamp, date or integer epoch column -> (n,) int64 ns since the epoch, and the Bars fields it sets:
+    timezone (the column's zone; UTC for one without) and epoch_unit (integers: the one unit that fits)."""
+    if column.null_count:
+        row = int(pc.index(pc.is_null(column), True).as_py())
+        raise DataError(f"{path}: column {name!r} has a missing value at row {row}, every bar needs all "
+                        "fields; drop or fill that row")
     kind = column.type
+    if pa.types.is_integer(kind):
+        return _epoch_ns(path, name, column)
     if pa.types.is_timestamp(kind):
-        target = pa.timestamp("ns", tz=kind.tz)
+        target, zone = pa.timestamp("ns", tz=kind.tz), kind.tz or UTC
     elif pa.types.is_date(kind):
-        target = pa.timestamp("ns")
-    elif pa.types.is_integer(kind):
-        target = pa.int64()
+        target, zone = pa.timestamp("ns"), UTC
     else:
-        raise DataError(f"{path}: column {name!r} (timestamp) has type {kind}, it must be a timestamp, "
-                        "date or integer epoch nanoseconds; convert it")
+        raise DataError(f"{path}: column {name!r} (timestamp) has type {kind}, it must be a timestamp, date or "
+                        f"integer epoch; convert it: mamba-tune data import {path} --out bars.parquet")
     try:
         converted = column.cast(target)
     except pa.ArrowInvalid:
         raise DataError(f"{path}: column {name!r} at row {_first_out_of_range(column)} is outside the range of "
                         "nanosecond timestamps (years 1677-2262), timestamps must fit; fix or drop that row") from None
     values = converted.to_numpy()
-    return values.view(np.int64) if values.dtype.kind == "M" else values.astype(np.int64, copy=False)
+    return values.view(np.int64), {"timezone": zone, "epoch_unit": None}
+
+
+def _epoch_ns(path: Path, name: str, column: pa.ChunkedArray) -> tuple[np.ndarray, dict[str, str | None]]:
+    """Integer epochs in the only unit that puts every one within EPOCH_YEARS; refused when none does."""
+    counts = column.to_numpy().astype(np.int64, copy=False)
+    low, high = int(counts.min()), int(counts.max())
+    units = epoch_units_that_fit(low, high)
+    if len(units) != 1:
+        raise DataError(f"{path}: column {name!r} {epoch_unit_error(low, high)}; give its unit: mamba-tune data "
+                        f"import {path} --out bars.parquet --epoch-unit s|ms|us|ns")
+    return epochs_to_ns(counts, units[0]), {"timezone": UTC, "epoch_unit": units[0]}
 
 
 def _first_out_of_range(column: pa.ChunkedArray) -> int:
     """Row of the first value that int64 nanoseconds cannot hold."""
     column = column.combine_chunks()
     kind = column.type
-    if pa.types.is_integer(kind):
-        values = column.cast(pa.float64(), safe=False).to_numpy(zero_copy_only=False)
-        return int(np.argmax(np.abs(values) >= 2.0**63))
     if pa.types.is_timestamp(kind):
         ns_per_unit = {"s": 10**9, "ms": 10**6, "us": 10**3, "ns": 1}[kind.unit]
         raw = column.view(pa.int64()).to_numpy(zero_copy_only=False)

@@ -195,7 +195,7 @@ def load_dataset(path: str | Path, config: DataConfig = DataConfig()) -> Dataset
     bars = read_bars(path, config.columns)
     features = bar_features(bars, config.input_lookbacks, config.residual,
                             config.input_leverage_lookbacks)  # (n, f) float32, unscaled; har column 0
-    close, first_bar, last_bar = bars.close, int(bars.timestamp[0]), int(bars.timestamp[-1])
+    close, first_bar, last_bar, clock = bars.close, int(bars.timestamp[0]), int(bars.timestamp[-1]), bars.timezone
     del bars  # the other columns are done with: free them before the targets (10M bars: 400 MB)
     pa.default_memory_pool().release_unused()  # they may live in Arrow's pool, which keeps freed pages
     target, persistence = target_and_persistence(close, features[:, 1], config.target, config.horizon)
@@ -232,6 +232,7 @@ def load_dataset(path: str | Path, config: DataConfig = DataConfig()) -> Dataset
     del past
     summary = {
         "path": str(path), "n_bars": n, "first_bar_ns": first_bar, "last_bar_ns": last_bar, "fold": config.fold,
+        "timezone": clock,  # the bars' clock, which time-of-day features read (a served model reads bars with it)
         "split_bar": split, "test_bar": test_bar,
         "n_train": len(train_index),
         "n_val": len(val_index), "n_test": len(test_index), "target": config.target, "horizon": h, "window": w,

@@ -7,7 +7,8 @@ Features, one row per bar t (row 0 has no previous bar and is never used as inpu
   3 upper wick       log(high_t / max(open_t, close_t))
   4 lower wick       log(min(open_t, close_t) / low_t)
   5 volume change    log1p(volume_t) - log1p(volume_{t-1})
-  6, 7 time of day   sin and cos of 2 pi (seconds since midnight UTC) / 86400
+  6, 7 time of day   sin and cos of 2 pi (seconds since midnight) / 86400 on the bars' clock (Bars.timezone:
+                      the market's, so a session's hours do not move at daylight-saving changes)
   8.. volatility      for each lookback L of DataConfig.vol_lookbacks: the log Parkinson volatility
                       sqrt(mean(log(H/L)^2) / (4 ln 2)) of bars t-L+1..t (from bar 0 near the start):
                       HAR's inputs, so the model need not learn multi-scale volatility from single bars
@@ -32,6 +33,7 @@ import math
 
 import numpy as np
 
+from model.bar_times import local_clock_ns
 from model.bars import Bars
 
 BAR_FEATURES = ("log_return", "range", "body", "upper_wick", "lower_wick", "volume_change", "tod_sin", "tod_cos")
@@ -78,7 +80,7 @@ def bar_features(bars: Bars, vol_lookbacks: tuple[int, ...] = (), har: bool = Fa
     log_volume = np.log1p(bars.volume)
     np.subtract(log_volume[1:], log_volume[:-1], **into(5, slice(1, None)))
     del log_volume
-    angle = (bars.timestamp % _NS_PER_DAY).astype(np.float64)
+    angle = (local_clock_ns(bars.timestamp, bars.timezone) % _NS_PER_DAY).astype(np.float64)
     angle *= 2 * math.pi / _NS_PER_DAY
     np.sin(angle, **into(6))
     np.cos(angle, **into(7))

@@ -312,3 +312,45 @@ def test_bars_from_table_errors_name_the_source():
         bars_from_table(table, "bars")
     with pytest.raises(DataError, match=r"^bars: there are no rows, bars are needed"):
         bars_from_table(table.slice(0, 0), "bars")
+
+
+@pytest.mark.parametrize("unit", ["s", "ms", "us", "ns"])
+def test_read_bars_integer_epochs_are_read_in_the_one_unit_that_fits(tmp_path, unit):
+    columns = bar_columns()
+    ns = columns["timestamp"].astype(np.int64)
+    columns["timestamp"] = ns // {"s": 10**9, "ms": 10**6, "us": 10**3, "ns": 1}[unit]
+    bars = read_bars(write_bars(tmp_path / "bars.parquet", columns, types={"timestamp": pa.int64()}))
+    assert bars.epoch_unit == unit and bars.timezone == "UTC"
+    np.testing.assert_array_equal(bars.timestamp, ns // 10**9 * 10**9 if unit == "s" else ns)
+
+
+@pytest.mark.parametrize("stamps", [np.arange(N_BARS, dtype=np.int64) + 1,  # 1970 in any unit: none is assumed
+                                    np.arange(N_BARS, dtype=np.int64) * 10**11 + 1_700_000_000])  # s into ms
+def test_read_bars_integer_epochs_no_unit_fits_are_refused_with_the_flag(tmp_path, stamps):
+    columns = {**bar_columns(), "timestamp": stamps}
+    path = write_bars(tmp_path / "bars.parquet", columns, types={"timestamp": pa.int64()})
+    with pytest.raises(DataError, match=rf"column 'timestamp' holds integers {stamps[0]:,} .. {stamps[-1]:,}, which no "
+                                        r"epoch unit \(s, ms, us, ns\) puts within 1971-2100, .*--epoch-unit s\|ms\|us\|ns"):
+        read_bars(path)
+
+
+def test_read_bars_keeps_the_zone_of_the_timestamps_as_the_bars_clock(tmp_path):
+    columns = bar_columns()
+    zoned = write_bars(tmp_path / "ny.parquet", columns, types={"timestamp": pa.timestamp("ns", tz="America/New_York")})
+    naive = write_bars(tmp_path / "naive.parquet", columns, types={"timestamp": pa.timestamp("ns")})
+    ny, utc = read_bars(zoned), read_bars(naive)
+    assert (ny.timezone, utc.timezone) == ("America/New_York", "UTC")
+    np.testing.assert_array_equal(ny.timestamp, utc.timestamp)  # the same instants: the zone is the clock, not a shift
+
+
+def test_read_bars_bars_of_several_instruments_are_refused_naming_them(tmp_path):
+    columns = bar_columns()
+    two = pa.array(["NQ", "ES"] * (N_BARS // 2))
+    path = tmp_path / "two.parquet"
+    pq.write_table(pa.table({**{k: pa.array(v) for k, v in columns.items()}, "Symbol": two}), path)
+    with pytest.raises(DataError, match=r"column 'Symbol' names 2 instruments \(ES, NQ\), bars must be of one "
+                                        r"instrument; pick one: mamba-tune data import .* --symbol ES"):
+        read_bars(path)
+    one = tmp_path / "one.parquet"
+    pq.write_table(pa.table({**{k: pa.array(v) for k, v in columns.items()}, "symbol": pa.array(["ES"] * N_BARS)}), one)
+    assert len(read_bars(one)) == N_BARS

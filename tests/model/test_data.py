@@ -67,7 +67,7 @@ def test_load_dataset_shapes_and_dtypes(dataset, bars_file):
     assert (dataset.split_bar, dataset.test_bar) == (2100, 2700)  # 70 / 20 / 10
     assert dataset.summary == {
         "path": str(dataset.summary["path"]), "n_bars": N_BARS, "first_bar_ns": int(bars.timestamp[0]),
-        "last_bar_ns": int(bars.timestamp[-1]), "fold": 1, "split_bar": 2100, "test_bar": 2700,
+        "last_bar_ns": int(bars.timestamp[-1]), "fold": 1, "timezone": "UTC", "split_bar": 2100, "test_bar": 2700,
         "n_train": len(dataset.train_index), "n_val": len(dataset.val_index), "n_test": len(dataset.test_index),
         "target": "volatility", "horizon": CONFIG.horizon, "window": CONFIG.window, "features": list(BAR_FEATURES),
         "vol_lookbacks": [], "leverage_lookbacks": [], "residual_to": "none", "har": {"lookbacks": [1, 6, 24, 60], "coefficients": dataset.summary["har"]["coefficients"]},

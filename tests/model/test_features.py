@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -42,6 +43,18 @@ def test_bar_features_follow_their_formulas():
                  math.log1p(VOLUME[t]) - math.log1p(VOLUME[t - 1]),
                  math.sin(2 * math.pi * (t + 6) / 24), math.cos(2 * math.pi * (t + 6) / 24)])
     close(f[0, [0, 5]], [0.0, 0.0])
+
+
+def test_time_of_day_reads_the_bars_clock_so_a_new_york_open_keeps_its_value_across_daylight_saving():
+    opens = np.array(["2024-03-08T14:30", "2024-03-11T13:30",  # 09:30 New York: EST (UTC-5), then EDT (UTC-4)
+                      "2024-11-01T13:30", "2024-11-04T14:30"], dtype="datetime64[ns]").view(np.int64)  # and back
+    n = len(opens)
+    ny = Bars("new-york", opens, OPEN[:n], HIGH[:n], LOW[:n], CLOSE[:n], VOLUME[:n], timezone="America/New_York")
+    clock = bar_features(ny)[:, 6:8]  # (n_bars, 2): sin, cos of the time of day
+    half_past_nine = 2 * math.pi * 9.5 / 24
+    close(clock, np.tile([math.sin(half_past_nine), math.cos(half_past_nine)], (n, 1)))
+    utc = bar_features(dataclasses.replace(ny, timezone="UTC"))[:, 6]  # read in UTC, the open moves an hour
+    assert abs(utc[0] - utc[1]) > 0.1 and abs(utc[2] - utc[3]) > 0.1
 
 
 def parkinson(bars):

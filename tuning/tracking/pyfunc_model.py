@@ -27,6 +27,7 @@ import pyarrow as pa
 import torch
 from mlflow.exceptions import MlflowException
 
+from model.bar_times import UTC
 from model.bars import FIELDS, DataError, bars_from_table
 from model.baselines import har_forecast, past_quantities
 from model.checkpoint import load_checkpoint
@@ -56,6 +57,7 @@ class BarsForecaster(mlflow.pyfunc.PythonModel):
         self.vol_lookbacks = tuple(data.get("vol_lookbacks", ()))  # (checkpoints before these inputs have neither)
         self.leverage_lookbacks = tuple(data.get("leverage_lookbacks", ()))  # (nor these, which came later)
         self.har = data["har"] if data.get("residual_to") == "har" else None  # lookbacks and scaled coefficients
+        self.clock = data.get("timezone", UTC)  # the training bars' clock, which time-of-day features read
         self.feature_mean = np.asarray(scaler["feature_mean"], dtype=np.float32)  # (n_features,)
         self.feature_std = np.asarray(scaler["feature_std"], dtype=np.float32)  # (n_features,)
         self.target_mean, self.target_std = float(scaler["target_mean"]), float(scaler["target_std"])
@@ -68,7 +70,7 @@ class BarsForecaster(mlflow.pyfunc.PythonModel):
         previous bar and is never an input); prediction is in the target's own units
         (return: a log return; volatility: a log volatility; close: a price).
         """
-        bars = _bars(model_input, self.window)
+        bars = dataclasses.replace(_bars(model_input, self.window), timezone=self.clock)  # the same instants
         features = bar_features(bars, self.vol_lookbacks, self.har is not None,
                                 self.leverage_lookbacks)  # (n_bars, n_features) unscaled
         features -= self.feature_mean
