@@ -40,8 +40,8 @@ def epoch_unit_error(low: int, high: int) -> str:
 
 def epochs_to_ns(values: np.ndarray, unit: str) -> np.ndarray:
     """(n,) int64 epoch counts in `unit` -> (n,) int64 ns; ValueError past the range of int64 nanoseconds."""
-    scale = EPOCH_UNITS[unit]
-    if len(values) and (values.max() > np.iinfo(np.int64).max // scale or values.min() < np.iinfo(np.int64).min // scale):
+    scale, limit = EPOCH_UNITS[unit], np.iinfo(np.int64)
+    if len(values) and (values.max() > limit.max // scale or values.min() < limit.min // scale):
         raise ValueError("past the range of nanosecond timestamps (years 1677-2262)")
     return values * scale if scale != 1 else values
 

@@ -87,8 +87,9 @@ def bars_from_table(table: pa.Table, source: str, columns: dict[str, str] | None
     if (symbol := _symbol_column(table.schema, mapping)) is not None:
         _require_one_instrument(where, symbol, table.column(symbol))
     timestamp, times = _timestamp_ns(where, mapping["timestamp"], table.column(mapping["timestamp"]))
-    bars = Bars(path=source, timestamp=timestamp, **times, **{
-        field: _column(where, table.column(name), field, name) for field, name in mapping.items() if field != "timestamp"})
+    values = {field: _column(where, table.column(name), field, name)
+              for field, name in mapping.items() if field != "timestamp"}
+    bars = Bars(path=source, timestamp=timestamp, **times, **values)
     _validate(bars)
     return bars
 
