@@ -71,7 +71,7 @@ def read_bars(path: str | Path, columns: dict[str, str] | None = None) -> Bars:
         del column
         pa.default_memory_pool().release_unused()  # Arrow's allocator keeps freed pages otherwise
     bars = Bars(path=str(path), **arrays, **times)
-    _validate(bars)
+    validate_bars(bars)
     return bars
 
 
@@ -90,7 +90,7 @@ def bars_from_table(table: pa.Table, source: str, columns: dict[str, str] | None
     values = {field: _column(where, table.column(name), field, name)
               for field, name in mapping.items() if field != "timestamp"}
     bars = Bars(path=source, timestamp=timestamp, **times, **values)
-    _validate(bars)
+    validate_bars(bars)
     return bars
 
 
@@ -103,8 +103,8 @@ def _open(path: Path) -> pq.ParquetFile:
     try:
         return pq.ParquetFile(path)
     except (pa.ArrowException, OSError) as exc:
-        raise DataError(f"{path}: not a Parquet file, or a truncated one ({_first_line(exc)}); write it as "
-                        "Parquet again (e.g. pyarrow.parquet.write_table)") from None
+        raise DataError(f"{path}: not a Parquet file, or a truncated one ({_first_line(exc)}); a CSV, or bars of "
+                        f"another layout: mamba-tune data import {path} --out bars.parquet") from None
 
 
 def _read(path: Path, parquet: pq.ParquetFile, name: str) -> pa.ChunkedArray:
@@ -219,7 +219,7 @@ def _first_out_of_range(column: pa.ChunkedArray) -> int:
     return int(np.argmax(np.abs(raw.astype(np.float64)) * ns_per_unit >= 2.0**63))
 
 
-def _validate(bars: Bars) -> None:
+def validate_bars(bars: Bars) -> None:
     """Each rule in turn; the first broken one raises, naming its first offending row."""
     path = bars.path
     for field in ("open", "high", "low", "close", "volume"):

@@ -77,7 +77,8 @@ def test_read_bars_directory(tmp_path):
 def test_read_bars_not_parquet(tmp_path):
     path = tmp_path / "bars.csv"
     path.write_text("timestamp,open,high,low,close,volume\n1,2,3,1,2,10\n")
-    fails(path, r"not a Parquet file, or a truncated one \(.+\); write it as Parquet again")
+    fails(path, r"not a Parquet file, or a truncated one \(.+\); a CSV, or bars of another layout: mamba-tune data "
+                r"import .* --out bars.parquet")
 
 
 def test_read_bars_truncated_file(tmp_path):
@@ -85,7 +86,7 @@ def test_read_bars_truncated_file(tmp_path):
     data = path.read_bytes()
     path.write_bytes(data[: len(data) // 2])
     # The footer (schema) is gone, so this is reported by the schema read, not as "damaged or truncated".
-    fails(path, r"not a Parquet file, or a truncated one \(.*magic bytes.*\); write it as Parquet again")
+    fails(path, r"not a Parquet file, or a truncated one \(.*magic bytes.*\); a CSV")
 
 
 def test_read_bars_damaged_data_with_intact_footer(tmp_path):

@@ -12,24 +12,28 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from model.atomic import atomic_path
-from model.bars import Bars, read_bars
+from model.bars import read_bars
 from model.data import DataConfig, require_enough_bars
 from model.synth import next_monday, synth_bars
+from tuning.bars_import.canonical import provenance_of
+from tuning.cli.data_common import parse_columns, refuse_overwrite, summarise
+from tuning.cli.data_import import add_command as add_import_command
 from tuning.cli.help import subcommand
 from tuning.errors import UsageError
 
-_NS = 10**9
 # The real daily bars the arch package ships (1999-2018): command -> the index they are bars of.
 ARCH_DAILY_BARS = {"sp500": "S&P 500", "nasdaq": "NASDAQ Composite"}
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
-    data = subcommand(commands, "data", "make or check Parquet files of bars",
+    data = subcommand(commands, "data", "make, import or check Parquet files of bars",
                        ("mamba-tune data synth --out runs/bars.parquet",
-                        "mamba-tune data sp500 --out runs/sp500.parquet", "mamba-tune data check runs/bars.parquet"),
+                        "mamba-tune data sp500 --out runs/sp500.parquet",
+                        "mamba-tune data import SPY.csv --out runs/spy.parquet",
+                        "mamba-tune data check runs/bars.parquet"),
                        "Make Parquet files of OHLCV bars (synthetic, or the real S&P 500 and NASDAQ Composite daily "
-                       "bars the arch package ships) or check a file of your own: each is read and validated as a "
-                       "sweep reads it.")
+                       "bars the arch package ships), import your own (CSV or Parquet of any layout) or check a file: "
+                       "each is read and validated as a sweep reads it.")
     sub = data.add_subparsers(dest="data_command", required=True, parser_class=type(data))
     synth = subcommand(sub, "synth", "write synthetic ES-like 5-minute futures bars",
                         ("mamba-tune data synth --out runs/bars.parquet",
@@ -52,9 +56,11 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         real.add_argument("--out", required=True, type=Path, help="Parquet file to write")
         real.add_argument("--force", action="store_true", help="overwrite --out if it exists")
         real.set_defaults(run=cmd_arch_daily_bars)
+    add_import_command(sub)
     check = subcommand(sub, "check", "validate a file of bars and summarise it",
                         ("mamba-tune data check runs/bars.parquet",
-                         "mamba-tune data check ticks.parquet --column timestamp=ts_event --column volume=size"),
+                         "mamba-tune data check ticks.parquet --column timestamp=ts_event --column volume=size",
+                         "mamba-tune data check runs/bars.parquet --space search_spaces/smoke.yaml"),
                         "Validate a Parquet file of bars as a sweep reads it (columns, types, order, prices, "
                         "enough bars to train on) and summarise it; exit 2 with one line naming the first problem.")
     check.add_argument("path", type=Path, help="the Parquet file of bars")
@@ -64,12 +70,13 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     settings.add_argument("--space", type=Path, help="check the bars are enough for this search space's data "
                           "settings and its walk-forward folds")
     check.add_argument("--column", action="append", default=[], metavar="FIELD=NAME",
-                       help="map a bar field to the file's column, e.g. --column timestamp=ts_event")
+                       help="map a bar field to the file's column, e.g. --column timestamp=ts_event (over the "
+                       "--space's or --config's run.data.columns)")
     check.set_defaults(run=cmd_check)
 
 
 def cmd_synth(args: argparse.Namespace) -> int:
-    _refuse_overwrite(args.out, args.force)
+    refuse_overwrite(args.out, args.force)
     start = next_monday(int(read_bars(args.after).timestamp[-1])) if args.after else None
     try:
         table = synth_bars(args.bars, seed=args.seed, bars_per_day=args.bars_per_day,
@@ -90,7 +97,7 @@ def cmd_arch_daily_bars(args: argparse.Namespace) -> int:
     except ImportError:
         raise UsageError(f"the arch package is not installed, it ships the {index} bars; "
                          "pip install 'mamba-tune[data]'") from None
-    _refuse_overwrite(args.out, args.force)
+    refuse_overwrite(args.out, args.force)
     table = arch_daily_bars(args.data_command)
     _write_parquet(table, args.out)
     print(f"wrote {table.num_rows:,} {index} daily bars to {args.out}")
@@ -109,11 +116,14 @@ def arch_daily_bars(name: str) -> pa.Table:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    bars = read_bars(args.path, parse_columns(args.column))
     settings, source = _data_settings(args)
+    bars = read_bars(args.path, {**settings.columns, **parse_columns(args.column)})  # --column over the settings'
     require_enough_bars(args.path, len(bars), settings)  # one training sample and the minimum validation/test ones
     for label, value in summarise(bars).items():
         print(f"{label:<13} {value}")
+    if (provenance := provenance_of(args.path)) is not None:
+        print(f"{'imported from':<13} {provenance['source']} ({provenance['form']}, SHA-256 "
+              f"{provenance['source_sha256'][:16]}) at {provenance['imported_at']}")
     print(f"{'enough for':<13} {source}: window {settings.window}, horizon {settings.horizon}, val_fraction "
           f"{settings.val_fraction}, test_fraction {settings.test_fraction}"
           + (f", {settings.fold} walk-forward folds" if settings.fold > 1 else ""))
@@ -135,57 +145,6 @@ def _data_settings(args: argparse.Namespace) -> tuple[DataConfig, str]:
     return DataConfig(), "the default data settings"
 
 
-def parse_columns(pairs: list[str]) -> dict[str, str]:
-    """["timestamp=ts_event"] -> {"timestamp": "ts_event"}."""
-    mapping = {}
-    for pair in pairs:
-        field, sep, name = pair.partition("=")
-        if not sep or not field or not name:
-            raise UsageError(f"--column {pair!r} is not FIELD=NAME, e.g. --column timestamp=ts_event")
-        mapping[field.strip()] = name.strip()
-    return mapping
-
-
-def summarise(bars: Bars) -> dict[str, str]:
-    """Rows, time span, bar interval, gaps and price range, as printable text."""
-    ts = bars.timestamp
-    steps = np.diff(ts)
-    interval = int(np.median(steps)) if len(steps) else 0
-    gaps = steps[steps > 1.5 * interval] if interval else steps[:0]
-    return {
-        "file": bars.path,
-        "rows": f"{len(bars):,}",
-        "time span": f"{_when(ts[0])} .. {_when(ts[-1])}",
-        "bar interval": _duration(interval) + " (median)",
-        "gaps": (f"{len(gaps):,} longer than 1.5 intervals, the longest {_duration(int(gaps.max()))}"
-                 if len(gaps) else "none"),
-        "price range": f"{bars.low.min():,.2f} .. {bars.high.max():,.2f}",
-        "volume": f"{bars.volume.sum():,.0f} in all",
-    }
-
-
-def _refuse_overwrite(path: Path, force: bool) -> None:
-    if any(parent.exists() and not parent.is_dir() for parent in path.parents):
-        raise UsageError(f"--out {path}: a parent of it is a file, the output needs a folder; choose another --out")
-    if path.exists() and not force:
-        raise UsageError(f"{path} exists, an existing file is never overwritten silently; "
-                         "pass --force or choose another --out")
-
-
 def _write_parquet(table: pa.Table, path: Path) -> None:
     with atomic_path(path) as tmp:
         pq.write_table(table, tmp)
-
-
-def _when(ns: int) -> str:
-    return str(np.datetime64(int(ns), "ns").astype("datetime64[s]")).replace("T", " ")
-
-
-def _duration(ns: int) -> str:
-    seconds = ns // _NS
-    days, rest = divmod(seconds, 86_400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
-    parts = [f"{days}d" if days else "", f"{hours}h" if hours else "", f"{minutes}m" if minutes else "",
-             f"{secs}s" if secs or seconds == 0 else ""]
-    return " ".join(p for p in parts if p)

@@ -13,6 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from tuning.cli.data_common import parse_columns
 from tuning.cli.help import subcommand
 from tuning.cli.sweep_report import print_finalists, print_leaderboard, print_test_look, short
 from tuning.cluster.ray_address import ray_address
@@ -62,6 +63,9 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     sweep.add_argument("--precision", metavar="{fp32,bf16}",
                        help="fp32 or bf16 for every trial: sets run.train.precision in the space "
                        "(default: the space's, else fp32; bf16: autocast, float32 parameters and SSM state)")
+    sweep.add_argument("--column", action="append", default=[], metavar="FIELD=NAME",
+                       help="map a bar field to the file's column, e.g. --column timestamp=ts_event: sets "
+                       "run.data.columns in the space (a file of another layout: `mamba-tune data import`)")
     _storage_and_address(sweep)
     sweep.set_defaults(run=cmd_sweep)
 
@@ -90,6 +94,7 @@ def _storage_and_address(parser: argparse.ArgumentParser) -> None:
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     space_values = _with_precision(read_yaml(args.space, "search space"), args.precision)
+    space_values = _with_columns(space_values, parse_columns(args.column))
     space = parse_space(space_values, str(args.space))  # every problem in the YAML before Ray starts
     name = args.name or space.name
     if not valid_name(name):
@@ -235,6 +240,17 @@ def _with_precision(values: Any, precision: str | None) -> Any:
     if precision is None or not isinstance(run, dict) or not isinstance(run.get("train") or {}, dict):
         return values  # parse_space says what is wrong with the YAML
     return {**values, "run": {**run, "train": {**(run.get("train") or {}), "precision": precision}}}
+
+
+def _with_columns(values: Any, columns: dict[str, str]) -> Any:
+    """The space's values with --column's pairs in run.data.columns (over the space's own): the manifest keeps
+    them, so `resume` reads the bars the same."""
+    run = values.get("run") or {} if isinstance(values, dict) else None
+    if not columns or not isinstance(run, dict) or not isinstance(run.get("data") or {}, dict):
+        return values  # parse_space says what is wrong with the YAML
+    data = run.get("data") or {}
+    mapped = {**(data.get("columns") or {}), **columns} if isinstance(data.get("columns") or {}, dict) else columns
+    return {**values, "run": {**run, "data": {**data, "columns": mapped}}}
 
 
 def _run(session: Any, paths: Any, space: Any, data: Any, manifest: SweepManifest, plan: Any, tracking: tuple,

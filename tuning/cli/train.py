@@ -15,7 +15,7 @@ from model.atomic import atomic_path, write_text_atomic
 from model.data import Dataset, load_dataset, refit_dataset
 from model.train_config import PRECISIONS
 from tuning.bars_file import require_same_bars
-from tuning.cli.data import parse_columns
+from tuning.cli.data_common import parse_columns
 from tuning.cli.figures import one_look_line, versus_baselines
 from tuning.cli.help import subcommand
 from tuning.errors import UsageError
@@ -198,7 +198,7 @@ def _recipe(args: argparse.Namespace) -> TrainingRecipe:
                          "pass --resume to continue it or choose another --out")
     config = TrainingRecipe.from_yaml(args.config) if args.config else TrainingRecipe()
     if args.column:
-        config = config.replace("data", columns=parse_columns(args.column))
+        config = config.replace("data", columns={**config.data.columns, **parse_columns(args.column)})
     config = config.replace("train", **overrides) if overrides else config
     if args.refit:
         if config.tuned is None:

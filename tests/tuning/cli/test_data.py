@@ -49,7 +49,8 @@ def test_cli_data_check_summarises_a_file(tmp_path):
     done = run_cli("data", "check", out, "--config", tmp_path / "short.yaml")
     assert done.returncode == 0, done.stderr
     assert "rows          250\n" in done.stdout
-    assert "time span     2024-01-01 13:30:00 .. 2024-01-03 14:15:00\n" in done.stdout
+    assert "time span     2024-01-01 13:30:00 .. 2024-01-03 14:15:00 (UTC)\n" in done.stdout
+    assert "time zone     UTC (time-of-day features read this clock)\n" in done.stdout
     assert "bar interval  5m (median)\n" in done.stdout
     assert "gaps          2 longer than 1.5 intervals" in done.stdout  # two overnight breaks in 250 bars
     assert f"enough for    {tmp_path / 'short.yaml'}: window 8, horizon 2, val_fraction 0.3" in done.stdout

@@ -1,0 +1,107 @@
+"""Imported bars -> the canonical Parquet every other command reads, with where it came from.
+
+Canonical: timestamp as timestamp[ns] in the bars' zone (instants; the zone is their clock), open, high, low, close
+and volume as float64, rows in time order. The schema's metadata key `mamba_tune.provenance` holds the import's
+provenance as JSON: the source file and its SHA-256, its form, the column mapping, the instrument, the zone, the epoch
+unit (and whether it was assumed), whether rows were sorted. The bars are validated as `data check` validates a file
+(model/bars.py's rules, enough bars for the default settings) before a byte is written; the file appears whole or not
+at all (model/atomic.py).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from model.atomic import atomic_path
+from model.bars import FIELDS, Bars, DataError, validate_bars
+from model.data import DataConfig, require_enough_bars
+from tuning.bars_file import sha256_of
+from tuning.bars_import.source import read_source
+from tuning.bars_import.times import instants
+
+PROVENANCE_KEY = b"mamba_tune.provenance"
+
+
+@dataclass(frozen=True)
+class ImportOptions:
+    """What the user said of the source (`data import`'s flags); None: not said."""
+
+    columns: dict[str, str]  # field -> the source's column (--column)
+    symbol: str | None = None  # the instrument to keep (--symbol)
+    sort: bool = False  # sort rows by time (--sort); else rows out of order are refused
+    epoch_unit: str | None = None  # integer epochs' unit (--epoch-unit)
+    timezone: str | None = None  # the bars' clock, and the zone of wall-clock times without one (--timezone)
+    time_format: str | None = None  # strptime form of the CSV's times (--time-format)
+
+
+@dataclass(frozen=True)
+class Imported:
+    bars: Bars
+    provenance: dict[str, Any]
+
+
+def import_bars(source: Path, options: ImportOptions) -> Imported:
+    """Read, map, pick the instrument, turn times into instants, order and validate; DataError (one line) if any of
+    it cannot be done for sure."""
+    read = read_source(source, options.columns, options.symbol, options.time_format)
+    if read.utc_offsets and set(read.utc_offsets) - {"Z", "+00:00", "+0000", "-00:00"} and options.timezone is None:
+        raise DataError(f"{source}: times carry UTC offsets ({', '.join(read.utc_offsets)}), which name no zone (an "
+                        "offset is not a daylight-saving rule), and time-of-day features need the market's clock; "
+                        "name it: --timezone America/New_York (or --timezone UTC)")
+    table = read.table
+    times = instants(str(source), read.mapping["timestamp"], table.column("timestamp"), options.epoch_unit,
+                     options.timezone)
+    table = table.drop_columns(["timestamp"])
+    values = {}
+    for field in FIELDS[1:]:  # a column at a time, each freed as it is copied: peak memory near 2x the columns
+        values[field] = table.column(field).to_numpy().astype(np.float64, copy=False)
+        table = table.drop_columns([field])
+    bars = Bars(path=str(source), timestamp=times.timestamp, **values, timezone=times.zone, epoch_unit=times.epoch_unit)
+    bars = _in_time_order(bars, options.sort, read.mapping["timestamp"])
+    validate_bars(bars)
+    require_enough_bars(source, len(bars), DataConfig())
+    provenance = {
+        "source": str(source.resolve()), "source_sha256": sha256_of(source), "form": read.form,
+        "columns": read.mapping, "symbol": options.symbol, "timezone": times.zone,
+        "epoch_unit": times.epoch_unit, "epoch_unit_assumed": times.assumed, "sorted": options.sort,
+        "rows": len(bars), "imported_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+    return Imported(bars, provenance)
+
+
+def write_canonical(imported: Imported, out: Path) -> None:
+    """The canonical Parquet of `imported` at `out`, whole or not at all."""
+    bars = imported.bars
+    table = pa.table({"timestamp": pa.array(bars.timestamp, type=pa.timestamp("ns", tz=bars.timezone)),
+                      **{field: pa.array(getattr(bars, field)) for field in FIELDS[1:]}})
+    table = table.replace_schema_metadata({PROVENANCE_KEY: json.dumps(imported.provenance).encode()})
+    with atomic_path(out) as tmp:
+        pq.write_table(table, tmp)
+
+
+def provenance_of(path: Path) -> dict[str, Any] | None:
+    """The provenance an import wrote into `path`'s metadata; None for a file not written by `data import`."""
+    metadata = pq.read_schema(path).metadata or {}
+    return json.loads(metadata[PROVENANCE_KEY]) if PROVENANCE_KEY in metadata else None
+
+
+def _in_time_order(bars: Bars, sort: bool, name: str) -> Bars:
+    """`bars` sorted by time when asked (stable: equal times keep their order, and are refused as duplicates);
+    rows out of order are refused otherwise, naming the first."""
+    late = np.flatnonzero(np.diff(bars.timestamp) < 0)
+    if not len(late):
+        return bars
+    if not sort:
+        row = int(late[0]) + 1
+        raise DataError(f"{bars.path}: column {name!r} at row {row} is earlier than the row before, bars must be in "
+                        "time order; pass --sort to sort them")
+    order = np.argsort(bars.timestamp, kind="stable")
+    return replace(bars, **{field: getattr(bars, field)[order] for field in FIELDS})

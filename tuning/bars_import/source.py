@@ -1,0 +1,208 @@
+"""A file of bars, CSV or Parquet, streamed: only the mapped columns, only the chosen instrument's rows kept.
+
+CSV is read with pyarrow.csv's streaming reader (a block at a time: a multi-GB file is never loaded whole), every
+price and volume as float64. Its timestamp column's form is told from the first block: integers (epochs), ISO 8601
+with or without a UTC offset, or --time-format. Text in any other form (01/02/2020: January or February?) is refused.
+Errors name the row (0 = the first bar) and, for CSV, the file's line.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pcsv
+import pyarrow.parquet as pq
+
+from model.bars import FIELDS, DataError
+from tuning.bars_import.columns import SYMBOL, resolve_columns
+
+BLOCK = 4 << 20  # bytes of CSV parsed at a time
+PARQUET_MAGIC = b"PAR1"
+_INTEGER = re.compile(r"^\s*-?\d+\s*$")
+_ISO = re.compile(r"^\s*\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?)?\s*(Z|[+-]\d{2}:?\d{2})?\s*$")
+_CONVERSION = re.compile(r"In CSV column #(\d+): .*?invalid value '(.*)'")
+
+
+@dataclass(frozen=True)
+class Read:
+    """The bars' columns, named by field (timestamp, open, ..., volume), of the chosen instrument; and how."""
+
+    table: pa.Table
+    form: str  # "csv" or "parquet"
+    mapping: dict[str, str]  # field -> the source's column
+    utc_offsets: tuple[str, ...] = ()  # the UTC offsets of a CSV's first block of times (none: no offsets)
+
+
+def is_parquet(path: Path) -> bool:
+    with open(path, "rb") as stream:
+        return stream.read(4) == PARQUET_MAGIC
+
+
+def read_source(path: Path, given: dict[str, str], symbol: str | None, time_format: str | None) -> Read:
+    """The bars of `path` (CSV or Parquet); DataError (one line) for anything that is not bars."""
+    if is_parquet(path):
+        mapping = resolve_columns(str(path), _parquet_names(path), given)
+        batches, form, offsets = _parquet_batches(path, mapping), "parquet", ()
+    else:
+        mapping = resolve_columns(str(path), _csv_names(path), given)
+        time_type, offsets = _csv_time_form(path, mapping["timestamp"], time_format)
+        batches, form = _csv_batches(path, mapping, time_type, time_format), "csv"
+    return Read(_one_instrument(path, mapping, batches, symbol), form, mapping, offsets)
+
+
+def _parquet_names(path: Path) -> list[str]:
+    try:
+        return pq.ParquetFile(path).schema_arrow.names
+    except (pa.ArrowException, OSError) as exc:
+        raise DataError(f"{path}: not a readable Parquet file ({_first_line(exc)}); export it again") from None
+
+
+def _parquet_batches(path: Path, mapping: dict[str, str]) -> Iterator[pa.RecordBatch]:
+    try:
+        for batch in pq.ParquetFile(path).iter_batches(columns=list(dict.fromkeys(mapping.values()))):
+            yield pa.RecordBatch.from_arrays([batch.column(name) for name in mapping.values()], names=list(mapping))
+    except (pa.ArrowException, OSError) as exc:
+        raise DataError(f"{path}: cannot read it ({_first_line(exc)}), the file is damaged; export it again") from None
+
+
+def _csv_names(path: Path) -> list[str]:
+    try:
+        return pcsv.open_csv(path, read_options=pcsv.ReadOptions(block_size=BLOCK),
+                             convert_options=pcsv.ConvertOptions(include_columns=[])).schema.names
+    except pa.ArrowInvalid as exc:
+        if "Empty CSV file" in str(exc):
+            raise DataError(f"{path}: the file is empty, a CSV of bars starts with a header row; export it "
+                            "again") from None
+        raise _ragged(path, exc) from None
+
+
+def _csv_time_form(path: Path, name: str, time_format: str | None) -> tuple[pa.DataType, tuple[str, ...]]:
+    """How to read the CSV's time column, told from its first block: its Arrow type, and the UTC offsets the
+    times carry (none: they carry none). DataError for text in no form read for sure."""
+    texts = [t for t in _first_block(path, name) if t is not None][:2000]
+    if time_format is not None:
+        return pa.timestamp("ns", tz="UTC" if "%z" in time_format else None), ()
+    if texts and all(_INTEGER.match(t) for t in texts):
+        return pa.int64(), ()
+    odd = next((t for t in texts if not _ISO.match(t)), None)
+    if odd is not None:
+        raise DataError(f"{path}: column {name!r} holds times like {odd.strip()!r}, which are not ISO 8601 "
+                        "(2024-03-08 or 2024-03-08 09:30:00), and day and month could be read either way; give "
+                        "their form, e.g. --time-format '%m/%d/%Y %H:%M'")
+    offsets = tuple(sorted({m.group(4) for t in texts if (m := _ISO.match(t)) and m.group(4)}))
+    return pa.timestamp("ns", tz="UTC" if offsets else None), offsets
+
+
+def _first_block(path: Path, name: str) -> list[str | None]:
+    reader = pcsv.open_csv(path, read_options=pcsv.ReadOptions(block_size=BLOCK), convert_options=pcsv.ConvertOptions(
+        include_columns=[name], column_types={name: pa.string()}))
+    try:
+        return reader.read_next_batch().column(0).to_pylist()
+    except StopIteration:
+        return []
+
+
+def _csv_batches(path: Path, mapping: dict[str, str], time_type: pa.DataType,
+                 time_format: str | None) -> Iterator[pa.RecordBatch]:
+    types = {name: pa.float64() for field, name in mapping.items() if field not in ("timestamp", SYMBOL)}
+    types[mapping["timestamp"]] = time_type
+    if SYMBOL in mapping:
+        types[mapping[SYMBOL]] = pa.string()
+    convert = pcsv.ConvertOptions(include_columns=list(dict.fromkeys(mapping.values())), column_types=types,
+                                  timestamp_parsers=[time_format] if time_format else None)
+    fields = list(mapping)
+    try:
+        for batch in pcsv.open_csv(path, read_options=pcsv.ReadOptions(block_size=BLOCK), convert_options=convert):
+            yield pa.RecordBatch.from_arrays([batch.column(mapping[f]) for f in fields], names=fields)
+    except pa.ArrowInvalid as exc:
+        if "CSV parse error" in str(exc):
+            raise _ragged(path, exc) from None
+        raise _conversion(path, exc, _csv_names(path), mapping, time_format) from None  # #k: the file's k-th column
+
+
+def _one_instrument(path: Path, mapping: dict[str, str], batches: Iterator[pa.RecordBatch],
+                    symbol: str | None) -> pa.Table:
+    """The batches' rows of instrument `symbol` as one table (no symbol column); all rows where the file has none.
+    Several instruments and no --symbol, or a --symbol the file does not hold, are refused naming those it holds."""
+    if SYMBOL not in mapping:
+        if symbol is not None:
+            raise DataError(f"--symbol {symbol}: {path} has no symbol column (symbol, ticker or instrument), it holds "
+                            "one instrument's bars; leave --symbol out, or map the column: --column symbol=NAME")
+        return _table(path, list(batches))
+    kept, seen = [], set()
+    for batch in batches:
+        seen.update(s for s in pc.unique(batch.column(SYMBOL)).to_pylist() if s is not None)
+        if symbol is not None:
+            kept.append(batch.filter(pc.equal(batch.column(SYMBOL), symbol)))
+        else:
+            kept.append(batch)
+    listed = ", ".join(sorted(seen)[:10]) + (f" and {len(seen) - 10} more" if len(seen) > 10 else "")
+    if symbol is None and len(seen) > 1:
+        raise DataError(f"{path}: column {mapping[SYMBOL]!r} names {len(seen)} instruments ({listed}), bars are of "
+                        f"one instrument; pick one: --symbol {sorted(seen)[0]}")
+    if symbol is not None and symbol not in seen:
+        raise DataError(f"--symbol {symbol}: {path} holds no bars of {symbol} (its instruments: {listed or 'none'}), "
+                        "the symbol must be one of them; pick one of those")
+    return _table(path, kept)
+
+
+def _table(path: Path, batches: list[pa.RecordBatch]) -> pa.Table:
+    if not sum(batch.num_rows for batch in batches):
+        raise DataError(f"{path}: no bars below the header, bars are needed; export the file with its rows")
+    return pa.Table.from_batches(batches).select(list(FIELDS))
+
+
+def _ragged(path: Path, exc: Exception) -> DataError:
+    match = re.search(r"Expected (\d+) columns, got (\d+): (.*)", str(exc))
+    if match is None:
+        return DataError(f"{path}: not a CSV file pyarrow can parse ({_first_line(exc)}); export it again as CSV")
+    expected, got, text = match.groups()
+    line = _line_of(path, text)
+    return DataError(f"{path}: line {line} has {got} fields where the header has {expected}, every row needs one "
+                     "value per column; fix or drop that line")
+
+
+def _conversion(path: Path, exc: Exception, names: list[str], mapping: dict[str, str],
+                time_format: str | None) -> DataError:
+    match = _CONVERSION.search(str(exc))
+    if match is None:
+        return DataError(f"{path}: cannot read it as CSV ({_first_line(exc)}); export it again")
+    index, value = int(match.group(1)), match.group(2)
+    name = names[index] if index < len(names) else "?"
+    row = _row_of(path, name, value)
+    where = f"{path}: column {name!r} at row {row} (line {row + 2})" if row is not None else f"{path}: column {name!r}"
+    if name == mapping["timestamp"]:
+        form = f"the form --time-format {time_format!r} gives" if time_format else "the form of the first rows"
+        return DataError(f"{where} is {value!r}, not a time of {form}, every time must have one form; fix that row")
+    return DataError(f"{where} is {value!r}, not a number, prices and volume must be numbers; fix or drop that row")
+
+
+def _row_of(path: Path, name: str, value: str) -> int | None:
+    """The first row (0: the first bar) whose column `name` is the text `value`; None if not found."""
+    reader = pcsv.open_csv(path, read_options=pcsv.ReadOptions(block_size=BLOCK), convert_options=pcsv.ConvertOptions(
+        include_columns=[name], column_types={name: pa.string()}, strings_can_be_null=False))
+    rows = 0
+    for batch in reader:
+        hits = pc.equal(batch.column(0), value)
+        if pc.any(hits).as_py():
+            return rows + int(pc.index(hits, True).as_py())
+        rows += batch.num_rows
+    return None
+
+
+def _line_of(path: Path, text: str) -> int | str:
+    """The line number (1: the header) of the first line that is `text`; '?' if none is."""
+    with open(path, encoding="utf-8", errors="replace") as stream:
+        for number, line in enumerate(stream, start=1):
+            if line.rstrip("\r\n") == text:
+                return number
+    return "?"
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

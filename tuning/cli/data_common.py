@@ -1,0 +1,70 @@
+"""What the `data` commands share: --column pairs, the refusal to overwrite, a printable summary of bars."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from model.bar_times import EPOCH_YEARS, local_clock_ns
+from model.bars import Bars
+from tuning.errors import UsageError
+
+_NS = 10**9
+UNIT_NAMES = {"s": "seconds", "ms": "milliseconds", "us": "microseconds", "ns": "nanoseconds"}
+
+
+def parse_columns(pairs: list[str]) -> dict[str, str]:
+    """["timestamp=ts_event"] -> {"timestamp": "ts_event"}."""
+    mapping = {}
+    for pair in pairs:
+        field, sep, name = pair.partition("=")
+        if not sep or not field or not name:
+            raise UsageError(f"--column {pair!r} is not FIELD=NAME, e.g. --column timestamp=ts_event")
+        mapping[field.strip()] = name.strip()
+    return mapping
+
+
+def summarise(bars: Bars, epoch_unit_given: bool = False) -> dict[str, str]:
+    """Rows, time span (on the bars' clock), zone, bar interval, gaps and price range, as printable text."""
+    ts = bars.timestamp
+    steps = np.diff(ts)
+    interval = int(np.median(steps)) if len(steps) else 0
+    gaps = steps[steps > 1.5 * interval] if interval else steps[:0]
+    first, last = local_clock_ns(ts[[0, -1]], bars.timezone)
+    return {
+        "file": bars.path,
+        "rows": f"{len(bars):,}",
+        "time span": f"{_when(first)} .. {_when(last)} ({bars.timezone})",
+        "time zone": f"{bars.timezone} (time-of-day features read this clock)",
+        **({"timestamps": f"integer epoch {UNIT_NAMES[bars.epoch_unit]} " + (
+            "(--epoch-unit)" if epoch_unit_given else
+            f"(the one unit that puts every bar in {EPOCH_YEARS[0]}-{EPOCH_YEARS[1]})")} if bars.epoch_unit else {}),
+        "bar interval": _duration(interval) + " (median)",
+        "gaps": (f"{len(gaps):,} longer than 1.5 intervals, the longest {_duration(int(gaps.max()))}"
+                 if len(gaps) else "none"),
+        "price range": f"{bars.low.min():,.2f} .. {bars.high.max():,.2f}",
+        "volume": f"{bars.volume.sum():,.0f} in all",
+    }
+
+
+def refuse_overwrite(path: Path, force: bool) -> None:
+    if any(parent.exists() and not parent.is_dir() for parent in path.parents):
+        raise UsageError(f"--out {path}: a parent of it is a file, the output needs a folder; choose another --out")
+    if path.exists() and not force:
+        raise UsageError(f"{path} exists, an existing file is never overwritten silently; "
+                         "pass --force or choose another --out")
+
+
+def _when(ns: int) -> str:
+    return str(np.datetime64(int(ns), "ns").astype("datetime64[s]")).replace("T", " ")
+
+
+def _duration(ns: int) -> str:
+    seconds = ns // _NS
+    days, rest = divmod(seconds, 86_400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    parts = [f"{days}d" if days else "", f"{hours}h" if hours else "", f"{minutes}m" if minutes else "",
+             f"{secs}s" if secs or seconds == 0 else ""]
+    return " ".join(p for p in parts if p)
