@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from model.atomic import atomic_path
@@ -56,25 +57,37 @@ def import_bars(source: Path, options: ImportOptions) -> Imported:
         raise DataError(f"{source}: times carry UTC offsets ({', '.join(read.utc_offsets)}), which name no zone (an "
                         "offset is not a daylight-saving rule), and time-of-day features need the market's clock; "
                         "name it: --timezone America/New_York (or --timezone UTC)")
-    table = read.table
-    times = instants(str(source), read.mapping["timestamp"], table.column("timestamp"), options.epoch_unit,
+    table, mapping, form = read.table, read.mapping, read.form
+    del read  # the table is dropped a column at a time below: nothing else may hold it
+    times = instants(str(source), mapping["timestamp"], table.column("timestamp"), options.epoch_unit,
                      options.timezone)
-    table = table.drop_columns(["timestamp"])
     values = {}
-    for field in FIELDS[1:]:  # a column at a time, each freed as it is copied: peak memory near 2x the columns
-        values[field] = table.column(field).to_numpy().astype(np.float64, copy=False)
+    for field in FIELDS:  # each column dropped once copied (Arrow's pool given back its pages): a peak near the
+        if field != "timestamp":  # columns' bytes plus one column
+            values[field] = _float_column(source, table.column(field), mapping[field], form)
         table = table.drop_columns([field])
+        pa.default_memory_pool().release_unused()
     bars = Bars(path=str(source), timestamp=times.timestamp, **values, timezone=times.zone, epoch_unit=times.epoch_unit)
-    bars = _in_time_order(bars, options.sort, read.mapping["timestamp"])
+    bars = _in_time_order(bars, options.sort, mapping["timestamp"])
     validate_bars(bars)
     require_enough_bars(source, len(bars), DataConfig())
     provenance = {
-        "source": str(source.resolve()), "source_sha256": sha256_of(source), "form": read.form,
-        "columns": read.mapping, "symbol": options.symbol, "timezone": times.zone,
+        "source": str(source.resolve()), "source_sha256": sha256_of(source), "form": form,
+        "columns": mapping, "symbol": options.symbol, "timezone": times.zone,
         "epoch_unit": times.epoch_unit, "epoch_unit_assumed": times.assumed, "sorted": options.sort,
         "rows": len(bars), "imported_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
     return Imported(bars, provenance)
+
+
+def _float_column(source: Path, column: pa.ChunkedArray, name: str, form: str) -> np.ndarray:
+    """(n,) float64 of a price or volume column, whose empty cells are refused naming the first."""
+    if column.null_count:  # an empty cell, or one of pyarrow's null spellings (NA, null, n/a...)
+        row = int(pc.index(pc.is_null(column), True).as_py())
+        line = f" (line {row + 2})" if form == "csv" else ""
+        raise DataError(f"{source}: column {name!r} at row {row}{line} is empty, every bar needs all fields; drop "
+                        "or fill that row")
+    return column.to_numpy().astype(np.float64, copy=False)
 
 
 def write_canonical(imported: Imported, out: Path) -> None:
