@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.bars import write_bars
+from tests.bars import import_bars_from_csv
 from tests.cli import run_cli
 
 # `make test-faults` runs the tests marked `faults`: every test in these folders, and tests elsewhere marked so.
@@ -40,10 +40,12 @@ def session_tracking_store(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def bars(tmp_path_factory):
-    """1,500 synthetic bars in a Parquet file."""
-    path = tmp_path_factory.mktemp("data") / "bars.parquet"
-    write_bars(path, 1500, seed=1)
-    return path
+    """1,500 synthetic bars in a Parquet file, exported as a vendor's CSV and imported as a user imports theirs
+    (`mamba-tune data import`): every test of the session's sweep reads bars that came in that way."""
+    from tests.tuning.sweeps import write_space
+
+    folder = tmp_path_factory.mktemp("data")
+    return import_bars_from_csv(folder / "bars.parquet", 1500, seed=1, space=write_space(folder))
 
 
 @pytest.fixture()

@@ -4,8 +4,8 @@ Canonical: timestamp as timestamp[ns] in the bars' zone (instants; the zone is t
 and volume as float64, rows in time order. The schema's metadata key `mamba_tune.provenance` holds the import's
 provenance as JSON: the source file and its SHA-256, its form, the column mapping, the instrument, the zone, the epoch
 unit (and whether it was assumed), whether rows were sorted. The bars are validated as `data check` validates a file
-(model/bars.py's rules, enough bars for the default settings) before a byte is written; the file appears whole or not
-at all (model/atomic.py).
+(model/bars.py's rules; enough bars for the default settings, or a --space's or --config's) before a byte is written;
+the file appears whole or not at all (model/atomic.py).
 """
 
 from __future__ import annotations
@@ -49,9 +49,9 @@ class Imported:
     provenance: dict[str, Any]
 
 
-def import_bars(source: Path, options: ImportOptions) -> Imported:
-    """Read, map, pick the instrument, turn times into instants, order and validate; DataError (one line) if any of
-    it cannot be done for sure."""
+def import_bars(source: Path, options: ImportOptions, settings: DataConfig | None = None) -> Imported:
+    """Read, map, pick the instrument, turn times into instants, order and validate (enough bars for `settings`, as
+    `data check` says); DataError (one line) if any of it cannot be done for sure."""
     read = read_source(source, options.columns, options.symbol, options.time_format)
     if read.utc_offsets and set(read.utc_offsets) - {"Z", "+00:00", "+0000", "-00:00"} and options.timezone is None:
         raise DataError(f"{source}: times carry UTC offsets ({', '.join(read.utc_offsets)}), which name no zone (an "
@@ -70,7 +70,7 @@ def import_bars(source: Path, options: ImportOptions) -> Imported:
     bars = Bars(path=str(source), timestamp=times.timestamp, **values, timezone=times.zone, epoch_unit=times.epoch_unit)
     bars = _in_time_order(bars, options.sort, mapping["timestamp"])
     validate_bars(bars)
-    require_enough_bars(source, len(bars), DataConfig())
+    require_enough_bars(source, len(bars), settings or DataConfig())
     provenance = {
         "source": str(source.resolve()), "source_sha256": sha256_of(source), "form": form,
         "columns": mapping, "symbol": options.symbol, "timezone": times.zone,

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -13,10 +12,10 @@ import pyarrow.parquet as pq
 
 from model.atomic import atomic_path
 from model.bars import read_bars
-from model.data import DataConfig, require_enough_bars
+from model.data import require_enough_bars
 from model.synth import next_monday, synth_bars
 from tuning.bars_import.canonical import provenance_of
-from tuning.cli.data_common import parse_columns, refuse_overwrite, summarise
+from tuning.cli.data_common import add_settings_options, data_settings, parse_columns, refuse_overwrite, summarise
 from tuning.cli.data_import import add_command as add_import_command
 from tuning.cli.help import subcommand
 from tuning.errors import UsageError
@@ -64,11 +63,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
                         "Validate a Parquet file of bars as a sweep reads it (columns, types, order, prices, "
                         "enough bars to train on) and summarise it; exit 2 with one line naming the first problem.")
     check.add_argument("path", type=Path, help="the Parquet file of bars")
-    settings = check.add_mutually_exclusive_group()
-    settings.add_argument("--config", type=Path, help="check the bars are enough for this run configuration's data "
-                          "settings (default: the default settings)")
-    settings.add_argument("--space", type=Path, help="check the bars are enough for this search space's data "
-                          "settings and its walk-forward folds")
+    add_settings_options(check)
     check.add_argument("--column", action="append", default=[], metavar="FIELD=NAME",
                        help="map a bar field to the file's column, e.g. --column timestamp=ts_event (over the "
                        "--space's or --config's run.data.columns)")
@@ -116,7 +111,7 @@ def arch_daily_bars(name: str) -> pa.Table:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    settings, source = _data_settings(args)
+    settings, source = data_settings(args.config, args.space)
     bars = read_bars(args.path, {**settings.columns, **parse_columns(args.column)})  # --column over the settings'
     require_enough_bars(args.path, len(bars), settings)  # one training sample and the minimum validation/test ones
     for label, value in summarise(bars).items():
@@ -128,21 +123,6 @@ def cmd_check(args: argparse.Namespace) -> int:
           f"{settings.val_fraction}, test_fraction {settings.test_fraction}"
           + (f", {settings.fold} walk-forward folds" if settings.fold > 1 else ""))
     return 0
-
-
-def _data_settings(args: argparse.Namespace) -> tuple[DataConfig, str]:
-    """The data settings the bars must be enough for, and where they come from."""
-    from tuning.search.recipe import TrainingRecipe
-
-    if args.config is not None:
-        return TrainingRecipe.from_yaml(args.config).data, str(args.config)
-    if args.space is not None:
-        from tuning.search.space import load_space
-
-        space = load_space(args.space)
-        folds = space.confirm.folds if space.confirm is not None else 1
-        return replace(space.run.data, fold=folds), str(args.space)
-    return DataConfig(), "the default data settings"
 
 
 def _write_parquet(table: pa.Table, path: Path) -> None:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import argparse
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
 from model.bar_times import EPOCH_YEARS, local_clock_ns
 from model.bars import Bars
+from model.data import DataConfig
 from tuning.errors import UsageError
 
 _NS = 10**9
@@ -23,6 +26,31 @@ def parse_columns(pairs: list[str]) -> dict[str, str]:
             raise UsageError(f"--column {pair!r} is not FIELD=NAME, e.g. --column timestamp=ts_event")
         mapping[field.strip()] = name.strip()
     return mapping
+
+
+def add_settings_options(parser: argparse.ArgumentParser) -> None:
+    """--config or --space: the data settings the bars must be enough for."""
+    settings = parser.add_mutually_exclusive_group()
+    settings.add_argument("--config", type=Path, help="check the bars are enough for this run configuration's data "
+                          "settings (default: the default settings)")
+    settings.add_argument("--space", type=Path, help="check the bars are enough for this search space's data "
+                          "settings and its walk-forward folds")
+
+
+def data_settings(config: Path | None, space: Path | None) -> tuple[DataConfig, str]:
+    """The data settings the bars must be enough for (a run configuration's, a space's with its folds, else the
+    defaults), and where they come from."""
+    from tuning.search.recipe import TrainingRecipe
+
+    if config is not None:
+        return TrainingRecipe.from_yaml(config).data, str(config)
+    if space is not None:
+        from tuning.search.space import load_space
+
+        loaded = load_space(space)
+        folds = loaded.confirm.folds if loaded.confirm is not None else 1
+        return replace(loaded.run.data, fold=folds), str(space)
+    return DataConfig(), "the default data settings"
 
 
 def summarise(bars: Bars, epoch_unit_given: bool = False) -> dict[str, str]:

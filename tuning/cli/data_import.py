@@ -8,7 +8,13 @@ from pathlib import Path
 
 from model.bar_times import EPOCH_UNITS, valid_zone
 from tuning.bars_import.canonical import ImportOptions, import_bars, write_canonical
-from tuning.cli.data_common import parse_columns, refuse_overwrite, summarise
+from tuning.cli.data_common import (
+    add_settings_options,
+    data_settings,
+    parse_columns,
+    refuse_overwrite,
+    summarise,
+)
 from tuning.cli.help import subcommand
 from tuning.errors import UsageError
 
@@ -43,6 +49,7 @@ def add_command(sub: argparse._SubParsersAction) -> None:
                               "the zone of times that carry none (default: the source's zone, else UTC)")
     command.add_argument("--time-format", metavar="FORMAT",
                          help="the strptime form of the CSV's times where they are not ISO 8601, e.g. '%%m/%%d/%%Y'")
+    add_settings_options(command)
     command.add_argument("--force", action="store_true", help="overwrite --out if it exists")
     command.set_defaults(run=cmd_import)
 
@@ -60,7 +67,8 @@ def cmd_import(args: argparse.Namespace) -> int:
                          "America/New_York, Europe/London or UTC; fix the name")
     options = ImportOptions(columns=parse_columns(args.column), symbol=args.symbol, sort=args.sort,
                             epoch_unit=args.epoch_unit, timezone=args.timezone, time_format=args.time_format)
-    imported = import_bars(source, options)
+    settings, _ = data_settings(args.config, args.space)  # the bars must be enough for them, as `data check` says
+    imported = import_bars(source, options, settings)
     write_canonical(imported, out)
     for label, value in summarise(imported.bars, epoch_unit_given=args.epoch_unit is not None).items():
         print(f"{label:<13} {value}")

@@ -213,3 +213,14 @@ def test_column_means_the_same_in_every_command_and_in_a_space(tmp_path, sp500):
     mapped_space = write_space(tmp_path, run={"data": {"window": 16, "horizon": 4,
                                                        "columns": {"timestamp": "ts_event"}}})
     assert_one_line_error(run_cli("data", "check", renamed, "--space", mapped_space), f"{renamed}: 40 bars are too few")
+
+
+def test_an_import_needs_enough_bars_for_the_settings_as_data_check_does(tmp_path, sp500):
+    source = write_csv(tmp_path / "short.csv", yahoo_rows(sp500)[:1000])
+    out = tmp_path / "short.parquet"
+    assert_one_line_error(run_cli("data", "import", source, "--out", out),
+                          f"{source}: 1000 bars are too few, window 128 + horizon 12")  # the default settings
+    assert not out.exists()
+    space = write_space(tmp_path)  # window 16
+    done = imported(source, "--out", out, "--space", space)
+    assert done.returncode == 0 and len(read_bars(out)) == 1000
