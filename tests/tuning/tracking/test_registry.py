@@ -19,6 +19,7 @@ from types import SimpleNamespace
 
 import mlflow
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import torch
@@ -182,6 +183,25 @@ def test_a_checkpoint_from_before_the_fall_inputs_forecasts_without_them(registe
     predicted = forecaster.predict(None, bars_frame(read_bars(bars_path)))
     _, expected = checkpoint_forecast(registered.folder / "no-falls" / "best.pt", bars_path)
     torch.testing.assert_close(torch.tensor(predicted["prediction"].to_numpy()), torch.from_numpy(expected))
+
+
+def test_a_model_trained_on_a_markets_clock_reads_new_bars_on_that_clock(registered, tmp_path):
+    """Served bars arrive as instants without a zone (bars_frame: UTC); their time-of-day inputs are read on the
+    clock of the bars the model trained on, which its checkpoint names."""
+    saved = load_checkpoint(registered.folder / "run1" / "best.pt")
+    saved["data"]["timezone"] = "America/New_York"  # as if trained on bars of New York's clock
+    save_atomic(saved, tmp_path / "new-york.pt")
+    forecaster = BarsForecaster()
+    forecaster.load_context(SimpleNamespace(artifacts={"checkpoint": str(tmp_path / "new-york.pt")}))
+    utc_bars = registered.folder / "new.parquet"
+    predicted = forecaster.predict(None, bars_frame(read_bars(utc_bars)))
+    table = pq.read_table(utc_bars)
+    zoned = table.set_column(0, "timestamp", table.column("timestamp").cast(pa.timestamp("ns", tz="America/New_York")))
+    pq.write_table(zoned, tmp_path / "new-york.parquet")  # the same instants, on New York's clock
+    _, on_new_york = checkpoint_forecast(tmp_path / "new-york.pt", tmp_path / "new-york.parquet")
+    _, on_utc = checkpoint_forecast(tmp_path / "new-york.pt", utc_bars)
+    torch.testing.assert_close(torch.tensor(predicted["prediction"].to_numpy()), torch.from_numpy(on_new_york))
+    assert not np.allclose(on_new_york, on_utc)  # the clock matters: read in UTC, the forecasts differ
 
 
 def test_registered_model_loads_where_mamba_tune_is_not_installed(registered, tmp_path):
