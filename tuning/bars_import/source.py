@@ -38,6 +38,18 @@ class Read:
     utc_offsets: tuple[str, ...] = ()  # the UTC offsets of a CSV's first block of times (none: no offsets)
 
 
+@dataclass(frozen=True)
+class Csv:
+    """A CSV file and its delimiter (told from its header: a comma, semicolon, tab or bar)."""
+
+    path: Path
+    delimiter: str
+
+    def open(self, convert: pcsv.ConvertOptions) -> pcsv.CSVStreamingReader:
+        return pcsv.open_csv(self.path, read_options=pcsv.ReadOptions(block_size=BLOCK),
+                             parse_options=pcsv.ParseOptions(delimiter=self.delimiter), convert_options=convert)
+
+
 def is_parquet(path: Path) -> bool:
     with open(path, "rb") as stream:
         return stream.read(4) == PARQUET_MAGIC
@@ -49,9 +61,10 @@ def read_source(path: Path, given: dict[str, str], symbol: str | None, time_form
         mapping = resolve_columns(str(path), _parquet_names(path), given)
         batches, form, offsets = _parquet_batches(path, mapping), "parquet", ()
     else:
-        mapping = resolve_columns(str(path), _csv_names(path), given)
-        time_type, offsets = _csv_time_form(path, mapping["timestamp"], time_format)
-        batches, form = _csv_batches(path, mapping, time_type, time_format), "csv"
+        csv = Csv(path, _delimiter(path))
+        mapping = resolve_columns(str(path), _csv_names(csv), given)
+        time_type, offsets = _csv_time_form(csv, mapping["timestamp"], time_format)
+        batches, form = _csv_batches(csv, mapping, time_type, time_format), "csv"
     return Read(_one_instrument(path, mapping, batches, symbol), form, mapping, offsets)
 
 
@@ -70,21 +83,29 @@ def _parquet_batches(path: Path, mapping: dict[str, str]) -> Iterator[pa.RecordB
         raise DataError(f"{path}: cannot read it ({_first_line(exc)}), the file is damaged; export it again") from None
 
 
-def _csv_names(path: Path) -> list[str]:
+def _delimiter(path: Path) -> str:
+    """The delimiter the header line holds most of: a comma, semicolon, tab or bar (a comma where it holds none)."""
+    with open(path, encoding="utf-8-sig", errors="replace") as stream:
+        header = stream.readline()
+    counts = {d: header.count(d) for d in ",;\t|"}
+    return max(counts, key=counts.get) if any(counts.values()) else ","
+
+
+def _csv_names(csv: Csv) -> list[str]:
     try:
-        return pcsv.open_csv(path, read_options=pcsv.ReadOptions(block_size=BLOCK),
-                             convert_options=pcsv.ConvertOptions(include_columns=[])).schema.names
+        return csv.open(pcsv.ConvertOptions(include_columns=[])).schema.names
     except pa.ArrowInvalid as exc:
         if "Empty CSV file" in str(exc):
-            raise DataError(f"{path}: the file is empty, a CSV of bars starts with a header row; export it "
+            raise DataError(f"{csv.path}: the file is empty, a CSV of bars starts with a header row; export it "
                             "again") from None
-        raise _ragged(path, exc) from None
+        raise _ragged(csv.path, exc) from None
 
 
-def _csv_time_form(path: Path, name: str, time_format: str | None) -> tuple[pa.DataType, tuple[str, ...]]:
+def _csv_time_form(csv: Csv, name: str, time_format: str | None) -> tuple[pa.DataType, tuple[str, ...]]:
     """How to read the CSV's time column, told from its first block: its Arrow type, and the UTC offsets the
     times carry (none: they carry none). DataError for text in no form read for sure."""
-    texts = [t for t in _first_block(path, name) if t is not None][:2000]
+    path = csv.path
+    texts = [t for t in _first_block(csv, name) if t is not None][:2000]
     if time_format is not None:
         return pa.timestamp("ns", tz="UTC" if "%z" in time_format else None), ()
     if texts and all(_INTEGER.match(t) for t in texts):
@@ -98,16 +119,15 @@ def _csv_time_form(path: Path, name: str, time_format: str | None) -> tuple[pa.D
     return pa.timestamp("ns", tz="UTC" if offsets else None), offsets
 
 
-def _first_block(path: Path, name: str) -> list[str | None]:
-    reader = pcsv.open_csv(path, read_options=pcsv.ReadOptions(block_size=BLOCK), convert_options=pcsv.ConvertOptions(
-        include_columns=[name], column_types={name: pa.string()}))
+def _first_block(csv: Csv, name: str) -> list[str | None]:
+    reader = csv.open(pcsv.ConvertOptions(include_columns=[name], column_types={name: pa.string()}))
     try:
         return reader.read_next_batch().column(0).to_pylist()
     except StopIteration:
         return []
 
 
-def _csv_batches(path: Path, mapping: dict[str, str], time_type: pa.DataType,
+def _csv_batches(csv: Csv, mapping: dict[str, str], time_type: pa.DataType,
                  time_format: str | None) -> Iterator[pa.RecordBatch]:
     types = {name: pa.float64() for field, name in mapping.items() if field not in ("timestamp", SYMBOL)}
     types[mapping["timestamp"]] = time_type
@@ -117,12 +137,12 @@ def _csv_batches(path: Path, mapping: dict[str, str], time_type: pa.DataType,
                                   timestamp_parsers=[time_format] if time_format else None)
     fields = list(mapping)
     try:
-        for batch in pcsv.open_csv(path, read_options=pcsv.ReadOptions(block_size=BLOCK), convert_options=convert):
+        for batch in csv.open(convert):
             yield pa.RecordBatch.from_arrays([batch.column(mapping[f]) for f in fields], names=fields)
     except pa.ArrowInvalid as exc:
         if "CSV parse error" in str(exc):
-            raise _ragged(path, exc) from None
-        raise _conversion(path, exc, _csv_names(path), mapping, time_format) from None  # #k: the file's k-th column
+            raise _ragged(csv.path, exc) from None
+        raise _conversion(csv, exc, _csv_names(csv), mapping, time_format) from None  # #k: the file's k-th column
 
 
 def _one_instrument(path: Path, mapping: dict[str, str], batches: Iterator[pa.RecordBatch],
@@ -136,9 +156,10 @@ def _one_instrument(path: Path, mapping: dict[str, str], batches: Iterator[pa.Re
         return _table(path, list(batches))
     kept, seen = [], set()
     for batch in batches:
-        seen.update(s for s in pc.unique(batch.column(SYMBOL)).to_pylist() if s is not None)
+        symbols = batch.column(SYMBOL).cast(pa.string())  # a Parquet's may be dictionary-encoded, or numbers
+        seen.update(s for s in pc.unique(symbols).to_pylist() if s is not None)
         if symbol is not None:
-            kept.append(batch.filter(pc.equal(batch.column(SYMBOL), symbol)))
+            kept.append(batch.filter(pc.equal(symbols, symbol)))
         else:
             kept.append(batch)
     listed = ", ".join(sorted(seen)[:10]) + (f" and {len(seen) - 10} more" if len(seen) > 10 else "")
@@ -167,14 +188,14 @@ def _ragged(path: Path, exc: Exception) -> DataError:
                      "value per column; fix or drop that line")
 
 
-def _conversion(path: Path, exc: Exception, names: list[str], mapping: dict[str, str],
+def _conversion(csv: Csv, exc: Exception, names: list[str], mapping: dict[str, str],
                 time_format: str | None) -> DataError:
-    match = _CONVERSION.search(str(exc))
+    path, match = csv.path, _CONVERSION.search(str(exc))
     if match is None:
         return DataError(f"{path}: cannot read it as CSV ({_first_line(exc)}); export it again")
     index, value = int(match.group(1)), match.group(2)
     name = names[index] if index < len(names) else "?"
-    row = _row_of(path, name, value)
+    row = _row_of(csv, name, value)
     where = f"{path}: column {name!r} at row {row} (line {row + 2})" if row is not None else f"{path}: column {name!r}"
     if name == mapping["timestamp"]:
         form = f"the form --time-format {time_format!r} gives" if time_format else "the form of the first rows"
@@ -182,10 +203,10 @@ def _conversion(path: Path, exc: Exception, names: list[str], mapping: dict[str,
     return DataError(f"{where} is {value!r}, not a number, prices and volume must be numbers; fix or drop that row")
 
 
-def _row_of(path: Path, name: str, value: str) -> int | None:
+def _row_of(csv: Csv, name: str, value: str) -> int | None:
     """The first row (0: the first bar) whose column `name` is the text `value`; None if not found."""
-    reader = pcsv.open_csv(path, read_options=pcsv.ReadOptions(block_size=BLOCK), convert_options=pcsv.ConvertOptions(
-        include_columns=[name], column_types={name: pa.string()}, strings_can_be_null=False))
+    reader = csv.open(pcsv.ConvertOptions(include_columns=[name], column_types={name: pa.string()},
+                                          strings_can_be_null=False))
     rows = 0
     for batch in reader:
         hits = pc.equal(batch.column(0), value)

@@ -224,3 +224,24 @@ def test_an_import_needs_enough_bars_for_the_settings_as_data_check_does(tmp_pat
     space = write_space(tmp_path)  # window 16
     done = imported(source, "--out", out, "--space", space)
     assert done.returncode == 0 and len(read_bars(out)) == 1000
+
+
+@pytest.mark.parametrize("layout", ["semicolons, a BOM and CRLF", "tabs", "a vendor's Parquet"])
+def test_other_layouts_import_to_the_same_bars(tmp_path, sp500, layout):
+    rows = [row.replace(",", "\t") for row in yahoo_rows(sp500)]  # Date Open High Low Close Adj Volume
+    out, expected = tmp_path / "out.parquet", read_bars_of(sp500, tmp_path)
+    if layout == "a vendor's Parquet":
+        source, extra = tmp_path / "vendor.parquet", ["--column", "open=px_open", "--column", "high=px_high",
+                                                      "--column", "low=px_low", "--column", "close=px_close"]
+        pq.write_table(sp500.rename_columns(["ts_event", "px_open", "px_high", "px_low", "px_close", "size"]).append_column(
+            "instrument", pa.array(["SPX"] * len(sp500)).dictionary_encode()), source)
+        extra += ["--column", "volume=size", "--symbol", "SPX"]
+    else:
+        separator, ending, bom = (";", "\r\n", "\ufeff") if layout.startswith("semicolons") else ("\t", "\n", "")
+        header = "date;open;high;low;close;adj close;volume" if separator == ";" else HEADER.replace(",", "\t")
+        source, extra = tmp_path / "bars.csv", []
+        source.write_text(bom + ending.join([header, *(r.replace("\t", separator) for r in rows)]) + ending)
+    imported(source, "--out", out, *extra)
+    bars = read_bars(out)
+    for field in ("timestamp", "open", "high", "low", "close", "volume"):
+        np.testing.assert_array_equal(getattr(bars, field), getattr(expected, field), err_msg=field)
