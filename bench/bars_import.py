@@ -23,18 +23,13 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from data_pipeline import MEMORY  # noqa: E402  (peak memory of a fresh process alone: VmHWM, reset after imports)
+
 HEADER = "Date,Open,High,Low,Close,Adj Close,Volume"
 CHUNK = 1_000_000  # rows generated and written at a time
 START = "2000-01-03T00:00:00"  # a Monday; one bar a minute from here
-
-# Peak memory of this process image alone: VmHWM, reset to the current RSS once the imports are done
-# (ru_maxrss would carry over the parent's peak through fork and exec).
-MEMORY = """
-def vm(field):
-    return next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith(field + ":"))
-open("/proc/self/clear_refs", "w").write("5")
-base = vm("VmRSS")
-"""
 
 IMPORT = """
 import json, sys, time

@@ -154,10 +154,14 @@ def _resolve_columns(path: Path, schema: pa.Schema, columns: dict[str, str]) -> 
     return resolved
 
 
+def first_missing_row(column: pa.ChunkedArray) -> int | None:
+    """The first row whose value is missing (null); None if none is."""
+    return int(pc.index(pc.is_null(column), True).as_py()) if column.null_count else None
+
+
 def _column(path: Path, column: pa.ChunkedArray, field: str, name: str) -> np.ndarray:
-    """One column as a numpy array: int64 ns for the timestamp, float64 for the rest."""
-    if column.null_count:
-        row = int(pc.index(pc.is_null(column), True).as_py())
+    """One column as a numpy array: float64."""
+    if (row := first_missing_row(column)) is not None:
         raise DataError(f"{path}: column {name!r} has a missing value at row {row}, every bar needs all "
                         "fields; drop or fill that row")
     kind = column.type
@@ -172,8 +176,7 @@ def _column(path: Path, column: pa.ChunkedArray, field: str, name: str) -> np.nd
 def _timestamp_ns(path: Path, name: str, column: pa.ChunkedArray) -> tuple[np.ndarray, dict[str, str | None]]:
     """A timestamp, date or integer epoch column -> (n,) int64 ns since the epoch, and the Bars fields it sets:
     timezone (the column's zone; UTC for one without) and epoch_unit (integers: the one unit that fits)."""
-    if column.null_count:
-        row = int(pc.index(pc.is_null(column), True).as_py())
+    if (row := first_missing_row(column)) is not None:
         raise DataError(f"{path}: column {name!r} has a missing value at row {row}, every bar needs all "
                         "fields; drop or fill that row")
     kind = column.type

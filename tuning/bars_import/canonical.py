@@ -18,11 +18,10 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from model.atomic import atomic_path
-from model.bars import FIELDS, Bars, DataError, validate_bars
+from model.bars import FIELDS, Bars, DataError, first_missing_row, validate_bars
 from model.data import DataConfig, require_enough_bars
 from tuning.bars_file import sha256_of
 from tuning.bars_import.source import read_source
@@ -82,8 +81,7 @@ def import_bars(source: Path, options: ImportOptions, settings: DataConfig | Non
 
 def _float_column(source: Path, column: pa.ChunkedArray, name: str, form: str) -> np.ndarray:
     """(n,) float64 of a price or volume column, whose empty cells are refused naming the first."""
-    if column.null_count:  # an empty cell, or one of pyarrow's null spellings (NA, null, n/a...)
-        row = int(pc.index(pc.is_null(column), True).as_py())
+    if (row := first_missing_row(column)) is not None:  # an empty cell, or a null spelling (NA, null, n/a...)
         line = f" (line {row + 2})" if form == "csv" else ""
         raise DataError(f"{source}: column {name!r} at row {row}{line} is empty, every bar needs all fields; drop "
                         "or fill that row")

@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from model.bar_times import UTC, epoch_unit_error, epoch_units_that_fit, epochs_to_ns, local_clock_ns
-from model.bars import DataError
+from model.bars import DataError, first_missing_row
 
 
 @dataclass(frozen=True)
@@ -33,8 +33,7 @@ class Instants:
 
 def instants(source: str, name: str, column: pa.ChunkedArray, epoch_unit: str | None, timezone: str | None) -> Instants:
     """The column `name` of `source` as instants; DataError (one line) where they cannot be told for sure."""
-    if column.null_count:
-        row = int(pc.index(pc.is_null(column), True).as_py())
+    if (row := first_missing_row(column)) is not None:
         raise DataError(f"{source}: column {name!r} has a missing value at row {row}, every bar needs a time; drop or "
                         "fill that row")
     kind = column.type

@@ -15,7 +15,14 @@ from model.bars import read_bars
 from model.data import require_enough_bars
 from model.synth import next_monday, synth_bars
 from tuning.bars_import.canonical import provenance_of
-from tuning.cli.data_common import add_settings_options, data_settings, parse_columns, refuse_overwrite, summarise
+from tuning.cli.data_common import (
+    add_column_option,
+    add_settings_options,
+    data_settings,
+    parse_columns,
+    refuse_overwrite,
+    summarise,
+)
 from tuning.cli.data_import import add_command as add_import_command
 from tuning.cli.help import subcommand
 from tuning.errors import UsageError
@@ -64,9 +71,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
                         "enough bars to train on) and summarise it; exit 2 with one line naming the first problem.")
     check.add_argument("path", type=Path, help="the Parquet file of bars")
     add_settings_options(check)
-    check.add_argument("--column", action="append", default=[], metavar="FIELD=NAME",
-                       help="map a bar field to the file's column, e.g. --column timestamp=ts_event (over the "
-                       "--space's or --config's run.data.columns)")
+    add_column_option(check, " (over the --space's or --config's run.data.columns)")
     check.set_defaults(run=cmd_check)
 
 

@@ -17,6 +17,12 @@ _NS = 10**9
 UNIT_NAMES = {"s": "seconds", "ms": "milliseconds", "us": "microseconds", "ns": "nanoseconds"}
 
 
+def add_column_option(parser: argparse.ArgumentParser, where: str = "") -> None:
+    """--column FIELD=NAME, repeatable: the same mapping in every command (and run.data.columns in a space)."""
+    parser.add_argument("--column", action="append", default=[], metavar="FIELD=NAME",
+                        help=f"map a bar field to the file's column, e.g. --column timestamp=ts_event{where}")
+
+
 def parse_columns(pairs: list[str]) -> dict[str, str]:
     """["timestamp=ts_event"] -> {"timestamp": "ts_event"}."""
     mapping = {}

@@ -9,6 +9,7 @@ from pathlib import Path
 from model.bar_times import EPOCH_UNITS, valid_zone
 from tuning.bars_import.canonical import ImportOptions, import_bars, write_canonical
 from tuning.cli.data_common import (
+    add_column_option,
     add_settings_options,
     data_settings,
     parse_columns,
@@ -34,9 +35,7 @@ def add_command(sub: argparse._SubParsersAction) -> None:
         "from (source, SHA-256, mapping, zone) in its metadata.")
     command.add_argument("source", type=Path, help="the CSV or Parquet file of bars")
     command.add_argument("--out", required=True, type=Path, help="the Parquet file to write")
-    command.add_argument("--column", action="append", default=[], metavar="FIELD=NAME",
-                         help="map a bar field (timestamp, open, high, low, close, volume, symbol) to the source's "
-                              "column, e.g. --column timestamp=Date")
+    add_column_option(command, " (fields: timestamp, open, high, low, close, volume, symbol)")
     command.add_argument("--symbol", help="the instrument to keep, where the source holds several (a symbol, ticker "
                                           "or instrument column)")
     command.add_argument("--sort", action="store_true", help="sort the bars by time (else rows out of order are "

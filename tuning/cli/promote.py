@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from tuning.cli.data_common import add_column_option, parse_columns
 from tuning.cli.help import subcommand
 
 
@@ -19,8 +20,7 @@ def add_command(commands: argparse._SubParsersAction) -> None:
     promote.add_argument("model", help="the registered model's name")
     promote.add_argument("--data", required=True, type=Path, help="Parquet file of bars after those both "
                          "versions trained on")
-    promote.add_argument("--column", action="append", default=[], metavar="FIELD=NAME",
-                         help="map a bar field to the file's column, e.g. --column timestamp=ts_event")
+    add_column_option(promote)
     promote.add_argument("--tracking-uri", help="the MLflow store of the registry (default: MLFLOW_TRACKING_URI, "
                          "else the embedded store in runs/mlflow)")
     promote.add_argument("--experiment", metavar="NAME", help="MLflow experiment of the comparison run (default "
@@ -30,7 +30,6 @@ def add_command(commands: argparse._SubParsersAction) -> None:
 
 def cmd_promote(args: argparse.Namespace) -> int:
     from model.bars import read_bars
-    from tuning.cli.data_common import parse_columns
     from tuning.tracking.promotion import CHALLENGER, CHAMPION, promote, verdict_line
     from tuning.tracking.registry import DEFAULT_EXPERIMENT, check_model_name
     from tuning.tracking.store import open_store, resolve_store

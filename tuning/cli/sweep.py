@@ -13,7 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from tuning.cli.data_common import parse_columns
+from tuning.cli.data_common import add_column_option, parse_columns
 from tuning.cli.help import subcommand
 from tuning.cli.sweep_report import print_finalists, print_leaderboard, print_test_look, short
 from tuning.cluster.ray_address import ray_address
@@ -63,9 +63,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     sweep.add_argument("--precision", metavar="{fp32,bf16}",
                        help="fp32 or bf16 for every trial: sets run.train.precision in the space "
                        "(default: the space's, else fp32; bf16: autocast, float32 parameters and SSM state)")
-    sweep.add_argument("--column", action="append", default=[], metavar="FIELD=NAME",
-                       help="map a bar field to the file's column, e.g. --column timestamp=ts_event: sets "
-                       "run.data.columns in the space (a file of another layout: `mamba-tune data import`)")
+    add_column_option(sweep, ": sets run.data.columns in the space (a file of another layout: `data import`)")
     _storage_and_address(sweep)
     sweep.set_defaults(run=cmd_sweep)
 

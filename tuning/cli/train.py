@@ -15,7 +15,7 @@ from model.atomic import atomic_path, write_text_atomic
 from model.data import Dataset, load_dataset, refit_dataset
 from model.train_config import PRECISIONS
 from tuning.bars_file import require_same_bars
-from tuning.cli.data_common import parse_columns
+from tuning.cli.data_common import add_column_option, parse_columns
 from tuning.cli.figures import one_look_line, versus_baselines
 from tuning.cli.help import subcommand
 from tuning.errors import UsageError
@@ -51,8 +51,7 @@ def add_command(commands: argparse._SubParsersAction) -> None:
     train.add_argument("--threads", type=int,
                        help="torch CPU threads (default: the config's, else every core); a sweep's best.yaml pins "
                             "its trial's, so its numbers reproduce")
-    train.add_argument("--column", action="append", default=[], metavar="FIELD=NAME",
-                       help="map a bar field to the file's column, e.g. --column timestamp=ts_event")
+    add_column_option(train, " (over the --config's run.data.columns)")
     train.add_argument("--out", type=Path, default=Path("runs/train"), help="output folder (default runs/train)")
     train.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
     train.add_argument("--refit", action="store_true",
