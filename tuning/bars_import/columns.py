@@ -2,6 +2,8 @@
 
 Spellings are matched in any case, with spaces, dashes and underscores alike ("Adj Close" is adj_close). "Adj Close"
 is the close only where a file has no Close: with both (Yahoo's export), Close is the one within each bar's range.
+A Date and a Time column side by side (MetaTrader's, TradeStation's and NinjaTrader's exports) are one timestamp: the
+timestamp is Date, and the time field is Time, whose times of day are joined to its dates.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import re
 from model.bars import FIELDS, SYMBOL_COLUMNS, DataError
 
 SYMBOL = "symbol"  # the optional field: each bar's instrument
+TIME_OF_DAY = "time"  # the optional field: a column of times of day, joined to the timestamp column's dates
 SPELLINGS = {  # field -> its spellings, each a candidate of equal standing
     "timestamp": ("timestamp", "datetime", "date", "time", "date_time", "ts", "ts_event", "time_stamp"),
     "open": ("open", "open_price"),
@@ -32,7 +35,7 @@ def normal(name: str) -> str:
 def resolve_columns(source: str, names: list[str], given: dict[str, str]) -> dict[str, str]:
     """Field -> the file's column (symbol included where the file has one), from `given` (--column) and the
     spellings; a DataError names what is missing, ambiguous or mapped to a column the file lacks."""
-    allowed = (*FIELDS, SYMBOL)
+    allowed = (*FIELDS, SYMBOL, TIME_OF_DAY)
     for field, name in given.items():
         if field not in allowed:
             raise DataError(f"--column {field}={name}: {field!r} is not a bar field, a mapping names one of "
@@ -41,7 +44,9 @@ def resolve_columns(source: str, names: list[str], given: dict[str, str]) -> dic
             raise DataError(f"--column {field}={name}: {source} has no column {name!r} (it has {_listed(names)}), a "
                             f"mapping must name one of its columns; fix the name")
     mapping = dict(given)
-    for field in allowed:
+    if "timestamp" not in mapping and TIME_OF_DAY not in mapping:
+        mapping |= _date_and_time(names)
+    for field in (*FIELDS, SYMBOL):
         if field not in mapping and (found := _spelled(source, field, names, set(mapping.values()))) is not None:
             mapping[field] = found
     missing = [field for field in FIELDS if field not in mapping]
@@ -57,6 +62,16 @@ def resolve_columns(source: str, names: list[str], given: dict[str, str]) -> dic
         raise DataError(f"{source}: fields {' and '.join(fields)} both map to column {shared[0]!r}, each field needs "
                         "its own column; fix the --column mapping")
     return mapping
+
+
+def _date_and_time(names: list[str]) -> dict[str, str]:
+    """{timestamp: Date, time: Time} where the file has a column named date and one named time and no other column
+    spelled as a timestamp; else {}."""
+    spelled = [n for n in names if normal(n) in SPELLINGS["timestamp"]]
+    dates, times = [n for n in spelled if normal(n) == "date"], [n for n in spelled if normal(n) == "time"]
+    if len(spelled) == 2 and len(dates) == 1 and len(times) == 1:
+        return {"timestamp": dates[0], TIME_OF_DAY: times[0]}
+    return {}
 
 
 def _spelled(source: str, field: str, names: list[str], taken: set[str]) -> str | None:

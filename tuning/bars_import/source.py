@@ -3,6 +3,7 @@
 CSV is read with pyarrow.csv's streaming reader (a block at a time: a multi-GB file is never loaded whole), every
 price and volume as float64. Its timestamp column's form is told from the first block: integers (epochs), ISO 8601
 with or without a UTC offset, or --time-format. Text in any other form (01/02/2020: January or February?) is refused.
+A Date and a Time column (columns.py) are read as text, joined and parsed a block at a time.
 Errors name the row (0 = the first bar) and, for CSV, the file's line.
 """
 
@@ -19,7 +20,7 @@ import pyarrow.csv as pcsv
 import pyarrow.parquet as pq
 
 from model.bars import FIELDS, DataError
-from tuning.bars_import.columns import SYMBOL, resolve_columns
+from tuning.bars_import.columns import SYMBOL, TIME_OF_DAY, resolve_columns
 
 BLOCK = 4 << 20  # bytes of CSV parsed at a time
 PARQUET_MAGIC = b"PAR1"
@@ -59,11 +60,14 @@ def read_source(path: Path, given: dict[str, str], symbol: str | None, time_form
     """The bars of `path` (CSV or Parquet); DataError (one line) for anything that is not bars."""
     if is_parquet(path):
         mapping = resolve_columns(str(path), _parquet_names(path), given)
+        if TIME_OF_DAY in mapping:
+            raise DataError(f"{path}: {_time_name(mapping)} split each bar's time, which `data import` joins in CSV "
+                            "files only; give the Parquet one timestamp column: --column timestamp=NAME")
         batches, form, offsets = _parquet_batches(path, mapping), "parquet", ()
     else:
         csv = Csv(path, _delimiter(path))
         mapping = resolve_columns(str(path), _csv_names(csv), given)
-        time_type, offsets = _csv_time_form(csv, mapping["timestamp"], time_format)
+        time_type, offsets = _csv_time_form(csv, mapping, time_format)
         batches, form = _csv_batches(csv, mapping, time_type, time_format), "csv"
     return Read(_one_instrument(path, mapping, batches, symbol), form, mapping, offsets)
 
@@ -101,20 +105,25 @@ def _csv_names(csv: Csv) -> list[str]:
         raise _ragged(csv.path, exc) from None
 
 
-def _csv_time_form(csv: Csv, name: str, time_format: str | None) -> tuple[pa.DataType, tuple[str, ...]]:
-    """How to read the CSV's time column, told from its first block: its Arrow type, and the UTC offsets the
-    times carry (none: they carry none). DataError for text in no form read for sure."""
-    path = csv.path
-    texts = [t for t in _first_block(csv, name) if t is not None][:2000]
+def _csv_time_form(csv: Csv, mapping: dict[str, str], time_format: str | None) -> tuple[pa.DataType, tuple[str, ...]]:
+    """How to read the CSV's time column (with its time-of-day column, where it has one), told from its first
+    block: its Arrow type, and the UTC offsets the times carry (none: they carry none). DataError for text in no
+    form read for sure."""
+    path, name = csv.path, _time_name(mapping)
+    texts = _first_block(csv, mapping["timestamp"])
+    if TIME_OF_DAY in mapping:
+        texts = [f"{d} {t}" if d is not None and t is not None else None
+                 for d, t in zip(texts, _first_block(csv, mapping[TIME_OF_DAY]), strict=True)]
+    texts = [t for t in texts if t is not None][:2000]
     if time_format is not None:
         return pa.timestamp("ns", tz="UTC" if "%z" in time_format else None), ()
-    if texts and all(_INTEGER.match(t) for t in texts):
+    if texts and all(_INTEGER.match(t) for t in texts) and TIME_OF_DAY not in mapping:
         return pa.int64(), ()
     odd = next((t for t in texts if not _ISO.match(t)), None)
     if odd is not None:
-        raise DataError(f"{path}: column {name!r} holds times like {odd.strip()!r}, which are not ISO 8601 "
-                        "(2024-03-08 or 2024-03-08 09:30:00), and day and month could be read either way; give "
-                        "their form, e.g. --time-format '%m/%d/%Y %H:%M'")
+        raise DataError(f"{path}: times like {odd.strip()!r} in {name} are not ISO 8601 (2024-03-08 or "
+                        "2024-03-08 09:30:00), and day and month could be read either way; give their form, e.g. "
+                        "--time-format '%m/%d/%Y %H:%M'")
     offsets = tuple(sorted({m.group(4) for t in texts if (m := _ISO.match(t)) and m.group(4)}))
     return pa.timestamp("ns", tz="UTC" if offsets else None), offsets
 
@@ -129,20 +138,62 @@ def _first_block(csv: Csv, name: str) -> list[str | None]:
 
 def _csv_batches(csv: Csv, mapping: dict[str, str], time_type: pa.DataType,
                  time_format: str | None) -> Iterator[pa.RecordBatch]:
-    types = {name: pa.float64() for field, name in mapping.items() if field not in ("timestamp", SYMBOL)}
-    types[mapping["timestamp"]] = time_type
-    if SYMBOL in mapping:
-        types[mapping[SYMBOL]] = pa.string()
+    split = TIME_OF_DAY in mapping  # a Date and a Time column: read as text, joined, then parsed
+    types = {name: pa.float64() for field, name in mapping.items() if field in FIELDS[1:]}
+    types |= {mapping[f]: pa.string() for f in (SYMBOL, TIME_OF_DAY) if f in mapping}
+    types[mapping["timestamp"]] = pa.string() if split else time_type
     convert = pcsv.ConvertOptions(include_columns=list(dict.fromkeys(mapping.values())), column_types=types,
                                   timestamp_parsers=[time_format] if time_format else None)
-    fields = list(mapping)
+    fields, rows = [f for f in mapping if f != TIME_OF_DAY], 0
     try:
         for batch in csv.open(convert):
-            yield pa.RecordBatch.from_arrays([batch.column(mapping[f]) for f in fields], names=fields)
+            columns = {f: batch.column(mapping[f]) for f in fields}
+            if split:
+                joined = pc.binary_join_element_wise(columns["timestamp"], batch.column(mapping[TIME_OF_DAY]), " ")
+                columns["timestamp"] = _parsed(csv.path, _time_name(mapping), joined, time_type, time_format, rows)
+            yield pa.RecordBatch.from_arrays(list(columns.values()), names=fields)
+            rows += batch.num_rows
     except pa.ArrowInvalid as exc:
         if "CSV parse error" in str(exc):
             raise _ragged(csv.path, exc) from None
         raise _conversion(csv, exc, _csv_names(csv), mapping, time_format) from None  # #k: the file's k-th column
+
+
+def _time_name(mapping: dict[str, str]) -> str:
+    """The time column as errors name it: 'Date', or 'Date' and 'Time' where a time-of-day column joins it."""
+    name = repr(mapping["timestamp"])
+    return f"columns {name} and {mapping[TIME_OF_DAY]!r}" if TIME_OF_DAY in mapping else f"column {name}"
+
+
+def _parsed(path: Path, name: str, texts: pa.Array, time_type: pa.DataType, time_format: str | None,
+            first_row: int) -> pa.Array:
+    """Date-and-time texts as times of `time_type`; a text in another form is refused, naming its row."""
+    if time_format is not None:
+        times = pc.strptime(texts, format=time_format, unit="ns", error_is_null=True).cast(time_type)
+    else:
+        times = pc.cast(texts, time_type, safe=False) if _all_parse(texts, time_type) else None
+    bad = pc.and_(pc.is_null(times), pc.is_valid(texts)) if times is not None else None
+    if times is None or pc.any(bad).as_py():
+        row = _first_unparsed(texts, time_type) if times is None else int(pc.index(bad, True).as_py())
+        form = f"the form --time-format {time_format!r} gives" if time_format else "the form of the first rows"
+        raise DataError(f"{path}: row {first_row + row} (line {first_row + row + 2}) of {name} is "
+                        f"{texts[row].as_py()!r}, not a time of {form}, every time must have one form; fix that row")
+    return times
+
+
+def _all_parse(texts: pa.Array, time_type: pa.DataType) -> bool:
+    try:
+        pc.cast(texts, time_type)
+    except pa.ArrowInvalid:
+        return False
+    return True
+
+
+def _first_unparsed(texts: pa.Array, time_type: pa.DataType) -> int:
+    for row, text in enumerate(texts.to_pylist()):
+        if text is not None and not _all_parse(pa.array([text]), time_type):
+            return row
+    return 0
 
 
 def _one_instrument(path: Path, mapping: dict[str, str], batches: Iterator[pa.RecordBatch],

@@ -28,14 +28,15 @@ def add_command(sub: argparse._SubParsersAction) -> None:
          "mamba-tune data import futures.parquet --out runs/es.parquet --symbol ES --column timestamp=ts_event",
          "mamba-tune data import ticks.csv --out runs/t.parquet --epoch-unit ms --sort"),
         "Import bars from CSV (streamed: a file larger than memory is fine) or Parquet: columns found by their "
-        "common spellings (Date, Datetime, Time; Open, High, Low, Close, Adj Close; Volume; any case) or mapped with "
-        "--column; one instrument kept (--symbol); times read as instants, never guessed: integer epochs need a unit "
+        "common spellings (Date, Datetime, Time, or a Date and a Time column; Open, High, Low, Close, Adj Close; "
+        "Volume; any case) or mapped with --column; one instrument kept (--symbol); times read as instants, never guessed: integer epochs need a unit "
         "that is given or the only one that fits, times without a zone are in --timezone (default UTC). The bars are "
         "validated as `data check` validates them before anything is written, and the file records where it came "
         "from (source, SHA-256, mapping, zone) in its metadata.")
     command.add_argument("source", type=Path, help="the CSV or Parquet file of bars")
     command.add_argument("--out", required=True, type=Path, help="the Parquet file to write")
-    add_column_option(command, " (fields: timestamp, open, high, low, close, volume, symbol)")
+    add_column_option(command, " (fields: timestamp, open, high, low, close, volume, symbol, and time: a column "
+                               "of times of day joined to the timestamp column's dates)")
     command.add_argument("--symbol", help="the instrument to keep, where the source holds several (a symbol, ticker "
                                           "or instrument column)")
     command.add_argument("--sort", action="store_true", help="sort the bars by time (else rows out of order are "

@@ -167,7 +167,7 @@ def bad(rows: list[str]) -> dict[str, object]:
         "mapping to no column": ([header, *rows], ["--column", "close=Last"],
                                  "--column close=Last: {src} has no column 'Last'"),
         "day-first or month-first": ([header, *(f"{r[5:7]}/{r[8:10]}/{r[:4]}{r[10:]}" for r in rows)], [],
-                                     "{src}: column 'Date' holds times like '01/04/1999', which are not ISO 8601"),
+                                     "{src}: times like '01/04/1999' in column 'Date' are not ISO 8601"),
         "offsets without a zone": ([header, *(r.replace(",", "T09:30:00-05:00,", 1) for r in rows)], [],
                                    "{src}: times carry UTC offsets (-05:00), which name no zone"),
     }
@@ -245,3 +245,37 @@ def test_other_layouts_import_to_the_same_bars(tmp_path, sp500, layout):
     bars = read_bars(out)
     for field in ("timestamp", "open", "high", "low", "close", "volume"):
         np.testing.assert_array_equal(getattr(bars, field), getattr(expected, field), err_msg=field)
+
+
+@pytest.mark.parametrize(("dates", "extra"), [("%Y-%m-%d", []), ("%Y.%m.%d", ["--time-format", "%Y.%m.%d %H:%M"])])
+def test_a_date_column_and_a_time_column_are_one_timestamp(tmp_path, sp500, dates, extra):
+    """MetaTrader, TradeStation and NinjaTrader export each bar's date and time of day in two columns."""
+    prices = [row.split(",", 1)[1].rsplit(",", 2)[0] + "," + row.rsplit(",", 1)[1] for row in yahoo_rows(sp500)]
+    days = np.arange(np.datetime64("2024-03-04"), np.datetime64("2024-03-12"))  # eight sessions of 09:30 .. 15:55
+    stamps = [day.astype("datetime64[m]") + np.timedelta64(570 + 5 * k, "m") for day in days for k in range(78)]
+    rows = [f"{stamp.astype(object).strftime(dates)},{stamp.astype(object).strftime('%H:%M')},{prices[i]}"
+            for i, stamp in enumerate(stamps)]
+    source = write_csv(tmp_path / "mt.csv", rows, header="Date,Time,Open,High,Low,Close,Volume")
+    out = tmp_path / "mt.parquet"
+    done = imported(source, "--out", out, "--space", write_space(tmp_path), *extra)
+    assert "timestamp=Date" in done.stdout and "time=Time" in done.stdout
+    np.testing.assert_array_equal(read_bars(out).timestamp, np.array(stamps, dtype="datetime64[ns]").view(np.int64))
+    broken = write_csv(tmp_path / "broken.csv", rows[:7] + [rows[7].replace(rows[7].split(",")[1], "9h35")] + rows[8:],
+                       header="Date,Time,Open,High,Low,Close,Volume")
+    error = (f"{broken}: row 7 (line 9) of columns 'Date' and 'Time' is '2024.03.04 9h35', not a time of the form "
+             "--time-format '%Y.%m.%d %H:%M' gives" if extra else
+             f"{broken}: times like '2024-03-04 9h35' in columns 'Date' and 'Time' are not ISO 8601")
+    assert_one_line_error(run_cli("data", "import", broken, "--out", tmp_path / "b.parquet", *extra), error)
+
+
+def test_a_joined_time_past_the_first_block_in_another_form_is_refused_naming_its_row():
+    """Past the block the form was told from, a date-and-time text that does not parse names its row."""
+    from model.bars import DataError
+    from tuning.bars_import.source import _parsed
+
+    texts = pa.array(["2024-03-04 09:30", "2024-03-04 09:35", "2024-03-04 9h40"])
+    with pytest.raises(DataError, match=r"^bars.csv: row 1002 \(line 1004\) of columns 'Date' and 'Time' is "
+                                        r"'2024-03-04 9h40', not a time of the form of the first rows"):
+        _parsed(Path("bars.csv"), "columns 'Date' and 'Time'", texts, pa.timestamp("ns"), None, first_row=1000)
+    parsed = _parsed(Path("bars.csv"), "columns 'Date' and 'Time'", texts[:2], pa.timestamp("ns"), None, 0)
+    assert parsed.to_pylist()[1].minute == 35
