@@ -29,7 +29,8 @@ def add_command(sub: argparse._SubParsersAction) -> None:
          "mamba-tune data import ticks.csv --out runs/t.parquet --epoch-unit ms --sort"),
         "Import bars from CSV (streamed: a file larger than memory is fine) or Parquet: columns found by their "
         "common spellings (Date, Datetime, Time, or a Date and a Time column; Open, High, Low, Close, Adj Close; "
-        "Volume; any case) or mapped with --column; one instrument kept (--symbol); times read as instants, never guessed: integer epochs need a unit "
+        "Volume; any case) or mapped with --column; one instrument kept (--symbol); times read as instants, never "
+        "guessed: integer epochs need a unit "
         "that is given or the only one that fits, times without a zone are in --timezone (default UTC). The bars are "
         "validated as `data check` validates them before anything is written, and the file records where it came "
         "from (source, SHA-256, mapping, zone) in its metadata.")
