@@ -5,6 +5,7 @@
     cluster/   doctor, node probe, the autoscaler's nodes, the shared-storage check
     tracking/  MLflow: store, typed writes, spool and sender, the sweep's runs, registry, plots
     search/    the space, the gate, GatedASHA, the Optuna searcher, the ledger, the best configuration
+    bars_import/  users' own bars (CSV, Parquet of any layout) into the canonical Parquet (`data import`)
 Imports go down this list (and to `model/`), never back. errors.py, yaml_io.py, progress.py,
 sweep_files.py, bars_file.py and uri_secrets.py are shared by every stage.
 """

@@ -7,7 +7,7 @@ import pytest
 
 TUNING = Path(__file__).resolve().parents[2] / "tuning"
 # Each stage may import itself and the stages after it; `model` knows nothing of any of them.
-LAYERS = ["cli", "sweep", "cluster", "tracking", "progress", "search", "shared"]
+LAYERS = ["cli", "sweep", "cluster", "tracking", "progress", "search", "bars_import", "shared"]
 SHARED = {"errors", "yaml_io", "sweep_files", "bars_file", "uri_secrets", "_moved"}
 
 

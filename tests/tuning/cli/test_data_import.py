@@ -15,32 +15,19 @@ import torch
 
 from model.bars import read_bars
 from model.features import bar_features
+from tests.bars import YAHOO_HEADER as HEADER
+from tests.bars import write_csv, yahoo_rows
 from tests.cli import assert_one_line_error, run_cli
 from tests.tuning.sweeps import write_space
 from tuning.bars_file import sha256_of
 from tuning.cli.data import arch_daily_bars
 
-HEADER = "Date,Open,High,Low,Close,Adj Close,Volume"
 NS_PER_DAY = 86_400 * 10**9
 
 
 @pytest.fixture(scope="module")
 def sp500() -> pa.Table:
     return arch_daily_bars("sp500")  # timestamp (UTC midnights), open, high, low, close, volume
-
-
-def yahoo_rows(table: pa.Table) -> list[str]:
-    """The bars as Yahoo's CSV export writes them (Adj Close a little below Close, as dividends make it)."""
-    days = np.datetime_as_string(table.column("timestamp").to_numpy().astype("datetime64[D]"))
-    columns = [table.column(name).to_numpy() for name in ("open", "high", "low", "close")]
-    volume = table.column("volume").to_numpy()
-    return [f"{d},{float(o)!r},{float(h)!r},{float(lo)!r},{float(c)!r},{float(c) * 0.97!r},{int(v)}"
-            for d, o, h, lo, c, v in zip(days, *columns, volume, strict=True)]
-
-
-def write_csv(path: Path, rows: list[str], header: str = HEADER) -> Path:
-    path.write_text("\n".join([header, *rows]) + "\n")
-    return path
 
 
 def imported(*args: object) -> subprocess.CompletedProcess:
