@@ -79,7 +79,7 @@ def mlflow_server(tmp_path):
 @pytest.fixture(scope="session")
 def finished_sweep(bars, tmp_path_factory):
     """The 5-trial sweep of tests.tuning.sweeps.SPACE, one trial at a time, its finalist confirmed on a second seed
-    and a second fold (3 runs), run once per session into an embedded MLflow store (the tuning tests read its facts;
+    and a second fold (3 runs: the confirm section given by --set), run once per session into an embedded MLflow store (the tuning tests read its facts;
     test_session checks its initial points end as STRAIGHT_THROUGH, which the interruption test asks of a resumed sweep).
 
     -> (folder, storage, tracking_uri, completed process)
@@ -90,8 +90,8 @@ def finished_sweep(bars, tmp_path_factory):
     storage, uri = folder / "sweeps", f"sqlite:///{folder / 'mlflow' / 'mlflow.db'}"
     # One trial at a time: ASHA's decisions depend on the order trials reach a rung, and this order is then fixed.
     # gpus_per_trial auto, as search_spaces/default.yaml asks: no GPU here, so the trials run on CPUs.
-    space = write_space(folder, resources={"max_concurrent": 1, "gpus_per_trial": "auto"},
-                        confirm={"top_k": 1, "seeds": [1], "folds": 2})
-    done = run_cli("sweep", "--data", bars, "--space", space, "--storage", storage, "--tracking-uri", uri)
+    space = write_space(folder, resources={"max_concurrent": 1, "gpus_per_trial": "auto"})
+    confirm = ["--set", "confirm.top_k=1", "--set", "confirm.seeds=[1]", "--set", "confirm.folds=2"]  # not in the file
+    done = run_cli("sweep", "--data", bars, "--space", space, "--storage", storage, "--tracking-uri", uri, *confirm)
     assert done.returncode == 0, done.stderr[-3000:]
     return folder, storage, uri, done

@@ -22,6 +22,7 @@ from tuning.progress import LOGGER as PROGRESS_LOGGER
 from tuning.progress import EpochEnded, Note, TrialEnded, TrialStarted, event_of
 from tuning.search.finalists import CONFIRM, SEARCH, pending_runs, winner
 from tuning.search.ledger import Ledger, best_record
+from tuning.search.overrides import described, parse_sets, with_sets
 from tuning.search.resources import fullest_plan, gpus_on
 from tuning.search.space import AUTO, parse_space
 from tuning.search.study_store import check_study_url
@@ -64,6 +65,10 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
                        help="fp32 or bf16 for every trial: sets run.train.precision in the space "
                        "(default: the space's, else fp32; bf16: autocast, float32 parameters and SSM state)")
     add_column_option(sweep, ": sets run.data.columns in the space (a file of another layout: `data import`)")
+    sweep.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                       help="set a setting of the space by its dotted name, over the file's, e.g. --set "
+                       "scheduler.max_epochs=20 --set search.learning_rate.high=3e-3 (repeatable; the manifest and "
+                       "MLflow keep the space as run)")
     _storage_and_address(sweep)
     sweep.set_defaults(run=cmd_sweep)
 
@@ -91,9 +96,10 @@ def _storage_and_address(parser: argparse.ArgumentParser) -> None:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    space_values = _with_precision(read_yaml(args.space, "search space"), args.precision)
+    space_values = with_sets(read_yaml(args.space, "search space"), parse_sets(args.set))
+    space_values = _with_precision(space_values, args.precision)
     space_values = _with_columns(space_values, parse_columns(args.column))
-    space = parse_space(space_values, str(args.space))  # every problem in the YAML before Ray starts
+    space = parse_space(space_values, described(str(args.space), args.set))  # every problem before Ray starts
     name = args.name or space.name
     if not valid_name(name):
         raise UsageError(f"--name {name!r}: use letters, digits, '-' or '_'")

@@ -19,7 +19,9 @@ from tuning.cli.data_common import add_column_option, parse_columns
 from tuning.cli.figures import one_look_line, versus_baselines
 from tuning.cli.help import subcommand
 from tuning.errors import UsageError
+from tuning.search.overrides import described, parse_sets, with_sets
 from tuning.search.recipe import TrainingRecipe
+from tuning.yaml_io import read_yaml
 
 if TYPE_CHECKING:
     from model.train import FitResult
@@ -52,6 +54,9 @@ def add_command(commands: argparse._SubParsersAction) -> None:
                        help="torch CPU threads (default: the config's, else every core); a sweep's best.yaml pins "
                             "its trial's, so its numbers reproduce")
     add_column_option(train, " (over the --config's run.data.columns)")
+    train.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                       help="set a setting of the configuration by its dotted name, over the --config's, e.g. --set "
+                       "model.d_model=64 --set train.warmup_fraction=0.1 (repeatable; config.yaml keeps the result)")
     train.add_argument("--out", type=Path, default=Path("runs/train"), help="output folder (default runs/train)")
     train.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
     train.add_argument("--refit", action="store_true",
@@ -185,7 +190,7 @@ def _recipe(args: argparse.Namespace) -> TrainingRecipe:
     if args.out.exists() and not args.out.is_dir():
         raise UsageError(f"--out {args.out} is a file, the output must be a folder; choose another --out")
     if args.resume:
-        if args.config or overrides or args.column or args.refit:
+        if args.config or overrides or args.column or args.set or args.refit:
             raise UsageError("--resume continues the run exactly as configured in --out/config.yaml (a refit "
                              "included), so it takes no --config, --refit or overrides; drop them, or train into a "
                              "new --out")
@@ -196,6 +201,10 @@ def _recipe(args: argparse.Namespace) -> TrainingRecipe:
         raise UsageError(f"{args.out} already holds a training run, which is never overwritten; "
                          "pass --resume to continue it or choose another --out")
     config = TrainingRecipe.from_yaml(args.config) if args.config else TrainingRecipe()
+    if args.set:  # over the file's values, validated as the file is
+        values = (read_yaml(args.config, "run configuration") or {}) if args.config else config.to_dict()
+        config = TrainingRecipe.from_dict(with_sets(values, parse_sets(args.set)),
+                                          described(str(args.config or "the default configuration"), args.set))
     if args.column:
         config = config.replace("data", columns={**config.data.columns, **parse_columns(args.column)})
     config = config.replace("train", **overrides) if overrides else config

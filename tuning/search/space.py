@@ -240,8 +240,9 @@ def train_rule(key: str) -> Interval:
 
 def _section(kind: type, values: Any, source: str, where: str):
     names = tuple(kind.__dataclass_fields__)
+    checked = _mapping(values or {}, source, where, names)  # its ConfigError names the file once
     try:
-        return kind(**_mapping(values or {}, source, where, names))
+        return kind(**checked)
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"{source}: {where}: {exc}") from None
 

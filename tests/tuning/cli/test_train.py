@@ -64,12 +64,23 @@ def test_cli_train_overrides_apply_and_are_validated(workspace):
     assert done.returncode == 0, done.stderr
     saved = TrainingRecipe.from_yaml(out / "config.yaml").train
     assert (saved.epochs, saved.lr, saved.batch_size) == (1, 0.001, 128)
+    by_set = workspace / "by-set"
+    done = run_cli("train", "--data", workspace / "bars.parquet", "--config", workspace / "small.yaml",
+                   "--set", "train.epochs=1", "--set", "train.lr=2e-3", "--set", "train.batch_size=128", "--out", by_set)
+    assert done.returncode == 0, done.stderr
+    saved = TrainingRecipe.from_yaml(by_set / "config.yaml")
+    assert (saved.train.epochs, saved.train.lr, saved.train.batch_size) == (1, 0.002, 128)  # 2e-3: a number
+    assert saved.model == TrainingRecipe.from_yaml(out / "config.yaml").model  # the rest is the --config's
 
 
 @pytest.mark.parametrize(
     ("extra", "config_text", "match"),
     [
         (["--lr", "-1"], None, "train: lr must be in (0, 1), got -1.0"),
+        (["--set", "train.lr=-1"], None, "{config} (with --set train.lr=-1): train: lr must be in (0, 1), got -1"),
+        (["--set", "model.d_modle=32"], None, "{config} (with --set model.d_modle=32): model: unknown model "
+         "setting 'd_modle'; allowed:"),
+        (["--set", "train"], None, "--set 'train' is not KEY=VALUE with a dotted key"),
         (["--batch-size", "0"], None, "train: batch_size must be a positive integer, got 0"),
         ([], "data: {window: 32\n", "{config}: invalid YAML at line 2"),
         ([], "model: {d_modle: 32}\n", "{config}: model: unknown model setting 'd_modle'; allowed:"),

@@ -90,6 +90,13 @@ def test_a_sweep_asking_for_gpus_auto_on_a_cluster_without_gpus_trains_on_cpus_a
     assert parse_space(manifest["space"], "sweep.json").run.train.device == "cpu"  # every trial's device
 
 
+def test_a_sweeps_settings_given_by_set_are_the_space_it_records_and_resumes(finished_sweep):
+    folder, storage, _, _ = finished_sweep
+    assert "confirm" not in yaml.safe_load((folder / "space.yaml").read_text())  # the file has none
+    manifest = json.loads((storage / "t" / "sweep.json").read_text())
+    assert manifest["space"]["confirm"] == {"top_k": 1, "seeds": [1], "folds": 2}  # --set's, as run
+
+
 def test_sweep_confirms_its_finalist_over_seeds_and_folds(finished_sweep, tmp_path):
     """confirm: {top_k: 1, seeds: [1], folds: 2}: the best search trial again on (seed 0, fold 2), (1, 1), (1, 2)."""
     _, storage, uri, done = finished_sweep
@@ -213,3 +220,19 @@ def test_sweep_refuses_an_address_where_no_ray_answers(bars, tmp_path):
                "--address", "127.0.0.1:1", timeout=120)
     assert_one_line_error(done, "--address 127.0.0.1:1: no Ray cluster answers there")
     assert time.monotonic() - start < 60 and not (tmp_path / "sweeps" / "t" / "sweep.json").exists()
+
+
+@pytest.mark.parametrize(("pair", "error"), [
+    ("scheduler.max_epocs=4", "{space} (with --set scheduler.max_epocs=4): unknown key 'max_epocs' in scheduler; "
+                              "allowed: max_epochs, grace_period, reduction_factor"),
+    ("scheduler.max_epochs=0", "{space} (with --set scheduler.max_epochs=0): scheduler: max_epochs must be a "
+                               "positive integer, got 0"),
+    ("search.learning_rate.high=abc", "{space} (with --set search.learning_rate.high=abc): search.learning_rate "
+                                      "needs numeric low and high"),
+    ("trials.n=3", "--set trials.n: trials is a setting (5), not a section of settings; set it whole"),
+])
+def test_sweep_set_is_validated_as_the_file_is_before_anything_starts(bars, tmp_path, pair, error):
+    space = write_space(tmp_path)
+    done = run_cli("sweep", "--data", bars, "--space", space, "--storage", tmp_path / "sweeps", "--set", pair)
+    assert_one_line_error(done, error.format(space=space))
+    assert not (tmp_path / "sweeps").exists()
