@@ -85,7 +85,11 @@ def _float_column(source: Path, column: pa.ChunkedArray, name: str, form: str) -
         line = f" (line {row + 2})" if form == "csv" else ""
         raise DataError(f"{source}: column {name!r} at row {row}{line} is empty, every bar needs all fields; drop "
                         "or fill that row")
-    return column.to_numpy().astype(np.float64, copy=False)
+    kind = column.type  # a CSV's are float64 already; a Parquet's may be anything
+    if not (pa.types.is_floating(kind) or pa.types.is_integer(kind) or pa.types.is_decimal(kind)):
+        raise DataError(f"{source}: column {name!r} holds {kind}, prices and volume must be numbers; map a numeric "
+                        "column with --column, or convert this one")
+    return column.cast(pa.float64(), safe=False).to_numpy()  # integers past 2^53 round, as floats do
 
 
 def write_canonical(imported: Imported, out: Path) -> None:

@@ -47,8 +47,8 @@ def instants(source: str, name: str, column: pa.ChunkedArray, epoch_unit: str | 
         return Instants(ns, timezone or kind.tz)
     if pa.types.is_timestamp(kind) or pa.types.is_date(kind):
         return Instants(_wall_clock(source, name, column.cast(pa.timestamp("ns")), timezone or UTC), timezone or UTC)
-    raise DataError(f"{source}: column {name!r} (timestamp) holds {kind}, times must be timestamps, dates or integer "
-                    "epochs; map another column with --column timestamp=NAME")
+    raise DataError(f"{source}: column {name!r} (timestamp) holds {kind}, a Parquet file's times must be timestamps, "
+                    "dates or integer epochs; convert the column (e.g. pandas.to_datetime), or export the bars as CSV")
 
 
 def _epochs(source: str, name: str, counts: np.ndarray, unit: str | None, timezone: str | None) -> Instants:

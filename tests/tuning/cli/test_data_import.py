@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 import torch
@@ -266,3 +267,17 @@ def test_a_joined_time_past_the_first_block_in_another_form_is_refused_naming_it
         _parsed(Path("bars.csv"), "columns 'Date' and 'Time'", texts, pa.timestamp("ns"), None, first_row=1000)
     parsed = _parsed(Path("bars.csv"), "columns 'Date' and 'Time'", texts[:2], pa.timestamp("ns"), None, 0)
     assert parsed.to_pylist()[1].minute == 35
+
+
+def test_a_parquet_of_text_prices_or_text_times_is_one_line_exit_2(tmp_path, sp500):
+    """A Parquet's columns come typed: text where numbers or times belong is refused, never read as something."""
+    texts = tmp_path / "text-prices.parquet"
+    pq.write_table(sp500.set_column(4, "close", sp500.column("close").cast(pa.string())), texts)
+    assert_one_line_error(run_cli("data", "import", texts, "--out", tmp_path / "a.parquet"),
+                          f"{texts}: column 'close' holds string, prices and volume must be numbers")
+    times = tmp_path / "text-times.parquet"
+    pq.write_table(sp500.set_column(0, "timestamp", pc.strftime(sp500.column("timestamp"), "%Y-%m-%d")),
+                   times)
+    assert_one_line_error(run_cli("data", "import", times, "--out", tmp_path / "b.parquet"),
+                          f"{times}: column 'timestamp' (timestamp) holds string, a Parquet file's times must be")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["text-prices.parquet", "text-times.parquet"]
