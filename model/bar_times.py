@@ -32,10 +32,15 @@ def epoch_units_that_fit(low: int, high: int) -> list[str]:
             if _RANGE_NS[0] <= low * ns and high * ns < _RANGE_NS[1]]
 
 
-def epoch_unit_error(low: int, high: int) -> str:
-    """The `what, rule` of integer timestamps no unit, or more than one, fits (at most one does in EPOCH_YEARS)."""
-    return (f"holds integers {low:,} .. {high:,}, which no epoch unit (s, ms, us, ns) puts within "
-            f"{EPOCH_YEARS[0]}-{EPOCH_YEARS[1]}, integer timestamps need a unit that does")
+def epoch_unit_of(counts: np.ndarray) -> str:
+    """The one unit that puts every count of (n,) int64 `counts` within EPOCH_YEARS; ValueError (`what, rule` of
+    the counts) where none does (at most one can)."""
+    low, high = int(counts.min()), int(counts.max())
+    units = epoch_units_that_fit(low, high)
+    if len(units) != 1:
+        raise ValueError(f"holds integers {low:,} .. {high:,}, which no epoch unit (s, ms, us, ns) puts within "
+                         f"{EPOCH_YEARS[0]}-{EPOCH_YEARS[1]}, integer timestamps need a unit that does")
+    return units[0]
 
 
 def epochs_to_ns(values: np.ndarray, unit: str) -> np.ndarray:

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from model.bar_times import UTC, epoch_unit_error, epoch_units_that_fit, epochs_to_ns
+from model.bar_times import UTC, epoch_unit_of, epochs_to_ns
 from model.errors import InputError
 
 FIELDS = ("timestamp", "open", "high", "low", "close", "volume")
@@ -201,12 +201,12 @@ def _timestamp_ns(path: Path, name: str, column: pa.ChunkedArray) -> tuple[np.nd
 def _epoch_ns(path: Path, name: str, column: pa.ChunkedArray) -> tuple[np.ndarray, dict[str, str | None]]:
     """Integer epochs in the only unit that puts every one within EPOCH_YEARS; refused when none does."""
     counts = column.to_numpy().astype(np.int64, copy=False)
-    low, high = int(counts.min()), int(counts.max())
-    units = epoch_units_that_fit(low, high)
-    if len(units) != 1:
-        raise DataError(f"{path}: column {name!r} {epoch_unit_error(low, high)}; give its unit: mamba-tune data "
-                        f"import {path} --out bars.parquet --epoch-unit s|ms|us|ns")
-    return epochs_to_ns(counts, units[0]), {"timezone": UTC, "epoch_unit": units[0]}
+    try:
+        unit = epoch_unit_of(counts)
+    except ValueError as exc:
+        raise DataError(f"{path}: column {name!r} {exc}; give its unit: mamba-tune data import {path} --out "
+                        "bars.parquet --epoch-unit s|ms|us|ns") from None
+    return epochs_to_ns(counts, unit), {"timezone": UTC, "epoch_unit": unit}
 
 
 def _first_out_of_range(column: pa.ChunkedArray) -> int:

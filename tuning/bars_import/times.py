@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from model.bar_times import UTC, epoch_unit_error, epoch_units_that_fit, epochs_to_ns, local_clock_ns
+from model.bar_times import UTC, epoch_unit_of, epochs_to_ns, local_clock_ns
 from model.bars import DataError, first_missing_row
 
 
@@ -52,13 +52,13 @@ def instants(source: str, name: str, column: pa.ChunkedArray, epoch_unit: str | 
 
 
 def _epochs(source: str, name: str, counts: np.ndarray, unit: str | None, timezone: str | None) -> Instants:
-    low, high = int(counts.min()), int(counts.max())
     if unit is None:
-        units = epoch_units_that_fit(low, high)
-        if len(units) != 1:
-            raise DataError(f"{source}: column {name!r} {epoch_unit_error(low, high)}; "
-                            "give it: --epoch-unit s|ms|us|ns")
-        return Instants(epochs_to_ns(counts, units[0]), timezone or UTC, units[0], assumed=True)
+        try:
+            assumed = epoch_unit_of(counts)
+        except ValueError as exc:
+            raise DataError(f"{source}: column {name!r} {exc}; give it: --epoch-unit s|ms|us|ns") from None
+        return Instants(epochs_to_ns(counts, assumed), timezone or UTC, assumed, assumed=True)
+    low, high = int(counts.min()), int(counts.max())
     try:
         return Instants(epochs_to_ns(counts, unit), timezone or UTC, unit)
     except ValueError as exc:
