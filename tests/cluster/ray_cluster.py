@@ -75,8 +75,9 @@ def client_token_auth() -> Iterator[None]:
 
 
 class RayCluster:
-    def __init__(self, log_dir: Path) -> None:
+    def __init__(self, log_dir: Path, cwd: Path | None = None) -> None:
         self.log_dir = log_dir
+        self.cwd = cwd  # where each `ray start` runs, and so a job's entrypoint (None: this process's folder)
         self.temp_dir = tempfile.mkdtemp(prefix="mt-ray-", dir="/tmp")  # short: Ray's socket paths must fit
         self.port, self.dashboard_port = free_port(), free_port()
         self.address = f"127.0.0.1:{self.port}"
@@ -118,8 +119,8 @@ class RayCluster:
                         "--deadline-remaining-seconds=1"], check=True, capture_output=True, env=self.env, timeout=60)
         self.kill_node(name)
 
-    def submit(self, entrypoint: str, timeout_s: float = 120) -> str:
-        """A Ray job (the Jobs API, as `ray job submit` uses it) -> its id.
+    def submit(self, entrypoint: str, timeout_s: float = 120, runtime_env: dict | None = None) -> str:
+        """A Ray job (the Jobs API, as `ray job submit` uses it) -> its id; `runtime_env` as `--runtime-env-json`.
 
         The head hands the job to a node's agent; one that has only just joined may not serve jobs yet, and the
         head answers "No available agent to submit job, please try again later": then it is tried again."""
@@ -128,7 +129,7 @@ class RayCluster:
         client, deadline = JobSubmissionClient(self.dashboard), time.monotonic() + timeout_s
         while True:
             try:
-                job = client.submit_job(entrypoint=entrypoint)
+                job = client.submit_job(entrypoint=entrypoint, runtime_env=runtime_env)
                 break
             except RuntimeError as exc:
                 if "No available agent" not in str(exc) or time.monotonic() > deadline:
@@ -193,7 +194,7 @@ class RayCluster:
             script = f"mount -t tmpfs mt-node-local {shlex.quote(str(hidden))} && exec {shlex.join(command)}"
             command = ["unshare", "--mount", "--propagation", "private", "sh", "-c", script]
         with open(self.log_dir / f"ray-{name}.log", "a") as log:
-            self.nodes[name] = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
+            self.nodes[name] = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=self.cwd,
                                                 env=self.env, start_new_session=True)
         deadline = time.monotonic() + timeout_s
         while not (new := self._alive_ids() - known):

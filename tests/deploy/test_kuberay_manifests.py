@@ -1,0 +1,163 @@
+"""deploy/kuberay: manifests KubeRay 1.4 and Kubernetes take as written (no field either drops), a head no trial
+runs on, GPU groups from zero, a sweep plan that sees them, no credentials, and a RayJob entrypoint that
+`mamba-tune sweep` itself accepts. Pure file checks: no cluster, no network."""
+
+from __future__ import annotations
+
+import copy
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.deploy.kuberay_fields import manifest_unknown_fields, model_unknown_fields
+from tuning.cli.main import build_parser
+from tuning.cluster.autoscaler import autoscaled_nodes
+from tuning.search.resources import gpus_on
+
+ROOT = Path(__file__).resolve().parents[2]
+KUBERAY = ROOT / "deploy" / "kuberay"
+GPU = "nvidia.com/gpu"
+KEY_LIKE = re.compile(r"AKIA[0-9A-Z]{16}|aws_secret_access_key|password:|token:|-----BEGIN [A-Z ]*PRIVATE KEY", re.I)
+
+
+def documents(name: str) -> dict[str, dict]:
+    """The file's manifests by kind."""
+    return {doc["kind"]: doc for doc in yaml.safe_load_all((KUBERAY / name).read_text()) if doc}
+
+
+@pytest.fixture(scope="module")
+def cluster() -> dict:
+    return documents("raycluster.yaml")["RayCluster"]
+
+
+@pytest.fixture(scope="module")
+def job() -> dict:
+    return documents("rayjob.yaml")["RayJob"]
+
+
+def groups(cluster: dict) -> dict[str, dict]:
+    return {group["groupName"]: group for group in cluster["spec"]["workerGroupSpecs"]}
+
+
+def container(group: dict) -> dict:
+    (only,) = group["template"]["spec"]["containers"]
+    return only
+
+
+def test_kuberay_manifests_use_only_fields_kuberay_and_kubernetes_have(cluster, job):
+    assert cluster["apiVersion"] == job["apiVersion"] == "ray.io/v1"
+    assert manifest_unknown_fields(cluster) == []
+    assert manifest_unknown_fields(job) == []
+    extras = documents("raycluster.yaml")
+    assert model_unknown_fields(extras["ConfigMap"], "V1ConfigMap", "ConfigMap") == []
+    assert model_unknown_fields(extras["PersistentVolumeClaim"], "V1PersistentVolumeClaim", "PVC") == []
+
+
+@pytest.mark.parametrize(("where", "misspelt", "path"), [
+    (lambda c: c["spec"]["workerGroupSpecs"][0], "minReplica", "RayCluster.spec.workerGroupSpecs[0].minReplica"),
+    (lambda c: c["spec"]["headGroupSpec"], "rayStartParam", "RayCluster.spec.headGroupSpec.rayStartParam"),
+    (lambda c: c["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0], "envFom",
+     "RayCluster.spec.headGroupSpec.template.spec.containers[0].envFom"),
+    (lambda c: c["spec"]["workerGroupSpecs"][1]["template"]["spec"]["containers"][0]["resources"], "limit",
+     "RayCluster.spec.workerGroupSpecs[1].template.spec.containers[0].resources.limit"),
+])
+def test_kuberay_field_check_catches_a_misspelt_field(cluster, where, misspelt, path):
+    broken = copy.deepcopy(cluster)
+    where(broken)[misspelt] = 1
+    assert manifest_unknown_fields(broken) == [path]
+
+
+def test_kuberay_head_runs_no_trial_and_serves_the_jobs_api(cluster):
+    head = cluster["spec"]["headGroupSpec"]
+    assert head["rayStartParams"]["num-cpus"] == "0"  # a string: KubeRay's rayStartParams is map[string]string
+    assert head["rayStartParams"]["dashboard-host"] == "0.0.0.0"
+    assert {port["containerPort"] for port in container(head)["ports"]} >= {6379, 8265}
+    assert GPU not in container(head)["resources"]["limits"]
+
+
+def test_kuberay_gpu_groups_scale_from_zero_with_a_gpu_limit(cluster):
+    assert cluster["spec"]["enableInTreeAutoscaling"] is True
+    gpu_groups = {name: g for name, g in groups(cluster).items() if GPU in container(g)["resources"]["limits"]}
+    assert set(gpu_groups) == {"gpu-1x", "gpu-4x"}
+    for group in groups(cluster).values():  # the CPU group too: nothing runs, nothing is paid for, between sweeps
+        assert group["minReplicas"] == group["replicas"] == 0 and group["maxReplicas"] > 0
+    for group in gpu_groups.values():
+        resources = container(group)["resources"]
+        assert int(resources["limits"][GPU]) >= 1 and resources["requests"][GPU] == resources["limits"][GPU]
+        assert container(group)["image"].endswith(":cuda")
+    assert container(groups(cluster)["cpu"])["image"].endswith(":cpu")
+
+
+def test_kuberay_ray_version_is_the_locked_ray(cluster):
+    for lock in ("head.txt", "gpu-worker.txt"):
+        locked = re.search(r"^ray==(\S+)", (ROOT / "cluster" / "locks" / lock).read_text(), re.M).group(1)
+        assert cluster["spec"]["rayVersion"] == locked, lock
+
+
+def node_types_mirror(cluster: dict) -> dict:
+    """The sweep's view of the launchable nodes, derived from the RayCluster's worker groups as KubeRay reads them
+    (Ray's CPU and GPU from each container's limits, up to maxReplicas pods)."""
+    types = {"head": {"resources": {"CPU": 0}}}
+    for name, group in groups(cluster).items():
+        limits = container(group)["resources"]["limits"]
+        types[name] = {"max_workers": group["maxReplicas"],
+                       "resources": {"CPU": int(limits["cpu"]), **({"GPU": int(limits[GPU])} if GPU in limits else {})}}
+    return {"max_workers": sum(g["maxReplicas"] for g in groups(cluster).values()), "head_node_type": "head",
+            "available_node_types": types}
+
+
+def test_kuberay_sweep_plans_for_the_gpu_pods_the_autoscaler_may_add(cluster):
+    extras = documents("raycluster.yaml")
+    mirror = yaml.safe_load(extras["ConfigMap"]["data"]["ray_bootstrap_config.yaml"])
+    assert mirror == node_types_mirror(cluster)  # the copy the sweep reads says what the RayCluster says
+    assert list(mirror["available_node_types"])[1:] == list(groups(cluster))  # in order: the plan fills them so
+    assert gpus_on([[], autoscaled_nodes(mirror)]) == 8 * 1 + 2 * 4  # with every GPU group at zero, it sees 16
+    head = container(cluster["spec"]["headGroupSpec"])
+    mounts = {m["name"]: m for m in head["volumeMounts"]}
+    assert mounts["node-types"]["mountPath"] == "/home/ray/ray_bootstrap_config.yaml"  # ~ of the image's user
+
+
+def secret_names(spec: dict) -> set[str]:
+    return {source["secretRef"]["name"] for source in spec.get("envFrom", []) if "secretRef" in source}
+
+
+def test_kuberay_mlflow_and_credentials_come_from_secrets_only(cluster):
+    text = (KUBERAY / "raycluster.yaml").read_text() + (KUBERAY / "rayjob.yaml").read_text()
+    assert not KEY_LIKE.search(text)
+    every = [container(cluster["spec"]["headGroupSpec"]), *map(container, groups(cluster).values())]
+    for spec in every:  # the driver and every trial log to the same tracking server
+        assert "mamba-tune-mlflow" in secret_names(spec)
+        assert not any(var.get("name", "").startswith(("MLFLOW_", "AWS_")) and "value" in var for var in spec.get("env", []))
+
+
+def test_kuberay_rayjob_entrypoint_is_a_sweep_mamba_tune_accepts(job):
+    assert job["spec"]["clusterSelector"]["ray.io/cluster"] == "mamba-tune"
+    entrypoint = job["spec"]["entrypoint"]
+    words = shlex.split(entrypoint)
+    assert words[:2] == ["mamba-tune", "sweep"]
+    args = build_parser().parse_args(words[1:])
+    assert args.command == "sweep" and args.storage.startswith("s3://")
+    assert (ROOT / args.space).is_file()  # the space the image holds, relative to its working folder
+    # MLflow from the head's MLFLOW_TRACKING_URI (the secret): KubeRay's submitter runs the entrypoint in a shell
+    # of its own, which would expand a $VARIABLE to nothing before the head ever saw it.
+    assert args.tracking_uri is None and "$" not in entrypoint
+
+
+def test_kuberay_rayjob_data_and_records_are_on_the_heads_volume(cluster, job):
+    args = build_parser().parse_args(shlex.split(job["spec"]["entrypoint"])[1:])
+    head = container(cluster["spec"]["headGroupSpec"])
+    runs = {m["name"]: m["mountPath"] for m in head["volumeMounts"]}["head-runs"]
+    assert runs == f"{head['workingDir']}/runs"  # runs/ of a sweep's working folder is the volume
+    assert args.data.parts[0] == "runs" and not args.data.is_absolute()
+    claim = documents("raycluster.yaml")["PersistentVolumeClaim"]["metadata"]["name"]
+    volumes = {v["name"]: v for v in cluster["spec"]["headGroupSpec"]["template"]["spec"]["volumes"]}
+    assert volumes["head-runs"]["persistentVolumeClaim"]["claimName"] == claim
+
+
+def test_kuberay_heads_volume_is_writable_by_the_images_user(cluster):
+    dockerfile = (ROOT / "deploy" / "Dockerfile").read_text()
+    uid = int(re.search(r"useradd .*--uid (\d+)", dockerfile).group(1))
+    assert cluster["spec"]["headGroupSpec"]["template"]["spec"]["securityContext"]["fsGroup"] == uid
