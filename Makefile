@@ -12,7 +12,7 @@ STAMP := $(VENV)/.installed
 CHROMIUM := /usr/bin/chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test test-faults test-load lint bench clean ui
+.PHONY: demo test test-faults test-load lint bench clean ui docs
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -69,6 +69,10 @@ test-faults: $(STAMP) postgres-programs
 test-load: $(STAMP)
 	$(PY) -m pytest -q -m load tests/reliability/test_load.py
 
+# docs/space-keys.md, generated from the dataclasses that read a search space (a test fails when it is stale).
+docs: $(STAMP)
+	$(VENV)/bin/mamba-tune space keys --markdown > docs/space-keys.md
+
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
@@ -89,6 +93,26 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache
+
+# A locked install, the one the images run (deploy/Dockerfile; docs/kubernetes.md): LOCK's exact versions and sha256
+# hashes into VENV, wheels only (nothing is built), then this project on top with --no-deps, so that nothing outside
+# the lock comes in. KERNELS=yes adds mamba-ssm's CUDA kernels, the prebuilt wheels cluster/locks/cuda-kernels.txt
+# pins (cluster/cuda-wheels.sh install, which installs into ~/venv from ~/mamba-tune-wheels: VENV must be ~/venv).
+# cluster.yaml spells the same pip commands out: a node's setup runs before make can be counted on.
+LOCK ?= cluster/locks/head.txt
+KERNELS ?= no
+
+.PHONY: install-locked
+install-locked:
+ifeq ($(KERNELS),yes)
+	test "$(abspath $(VENV))" = "$(HOME)/venv" || (echo "KERNELS=yes: VENV must be ~/venv (cluster/cuda-wheels.sh)" >&2; exit 2)
+endif
+	test -x $(VENV)/bin/python || python3.11 -m venv $(VENV)
+	$(VENV)/bin/pip install -q --require-hashes --only-binary :all: -r $(LOCK)
+	$(VENV)/bin/pip install -q --no-deps --no-build-isolation .
+ifeq ($(KERNELS),yes)
+	bash cluster/cuda-wheels.sh install
+endif
 
 # The cluster's locks (cluster.yaml installs them with --require-hashes): exact versions and sha256
 # hashes for linux x86_64, CPython 3.11, wheels only. The head's (pyproject's dependencies and
