@@ -15,11 +15,14 @@ from typing import Any
 
 from tuning.cli.data_common import add_column_option, parse_columns
 from tuning.cli.help import subcommand
+from tuning.cli.sweep_eta import SweepClock
+from tuning.cli.sweep_notify import add_notify_option, notified, notify_url
 from tuning.cli.sweep_report import print_finalists, print_leaderboard, print_test_look, short
 from tuning.cluster.ray_address import ray_address
 from tuning.errors import UsageError
 from tuning.progress import LOGGER as PROGRESS_LOGGER
 from tuning.progress import EpochEnded, Note, TrialEnded, TrialStarted, event_of
+from tuning.search.eta import SweepBudget, confirm_runs
 from tuning.search.finalists import CONFIRM, SEARCH, pending_runs, winner
 from tuning.search.ledger import Ledger, best_record
 from tuning.search.overrides import described, parse_sets, with_sets
@@ -93,6 +96,10 @@ def _storage_and_address(parser: argparse.ArgumentParser) -> None:
                         "`ray job submit` sets, else a local Ray)")
     parser.add_argument("--tracking-uri", help="MLflow tracking server, http(s)://HOST:PORT (default: "
                         "MLFLOW_TRACKING_URI, else the embedded store in runs/mlflow; resume: the sweep's own)")
+    parser.add_argument("--dashboard", action="store_true",
+                        help="start the local Ray with its dashboard, http://127.0.0.1:8265 (off by default: it "
+                        "costs CPU; a cluster's dashboard is its own)")
+    add_notify_option(parser)
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
@@ -100,6 +107,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     space_values = _with_precision(space_values, args.precision)
     space_values = _with_columns(space_values, parse_columns(args.column))
     space = parse_space(space_values, described(str(args.space), args.set))  # every problem before Ray starts
+    notify = notify_url(args.notify, space)
     name = args.name or space.name
     if not valid_name(name):
         raise UsageError(f"--name {name!r}: use letters, digits, '-' or '_'")
@@ -135,7 +143,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     store = resolve_store(args.tracking_uri)
     client = open_store(store)  # an unreachable tracking server fails here, in seconds, before Ray starts
     warn_if_only_here(paths)
-    started = session.start_ray(args.address)
+    started = session.start_ray(args.address, dashboard=args.dashboard)
+    _say_dashboard(session, started, args.dashboard)
     try:
         views = session.cluster_views()  # the nodes now and, on a `ray up` cluster, fully scaled: read once
         space_values, space = settle_gpus(space_values, space, gpus_on(views), str(args.space))
@@ -150,7 +159,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             space = parse_space(space_values, str(args.space))
             plan = fullest_plan(space.resources, views)
         manifest = session.write_manifest(paths, args.data, space_values, trials, data, store.uri, probe)
-        return _run(session, paths, space, data, manifest, plan, (store, client), args.storage, resume=False)
+        return notified(notify, lambda: _run(session, paths, space, data, manifest, plan, (store, client), args.storage,
+                                             resume=False), paths, trials, store, manifest.sweep_id,
+                        _resume_hint(paths, args.storage))
     finally:
         if started:
             session.ray.shutdown()
@@ -172,19 +183,25 @@ def cmd_resume(args: argparse.Namespace) -> int:
     from tuning.sweep.confirmation import confirmation_runs
 
     paths, space, data = session.load_for_resume(paths, manifest)
+    notify = notify_url(args.notify, space)
     if args.trials is not None and args.trials > manifest.trials:
         manifest = session.extend(paths, manifest, args.trials)  # kept before anything runs
     store = resolve_store(args.tracking_uri or manifest.tracking_uri)
     finished = Ledger(paths.folder / LEDGER).records
     searched_all = sum(r.stage == SEARCH for r in finished.values()) >= manifest.trials
     if searched_all and not confirmation_runs(paths.folder / LEDGER, space):
-        return _finish(session, store, paths, manifest, space, data, list(finished.values()), args.storage)
+        return notified(notify, lambda: _finish(session, store, paths, manifest, space, data, list(finished.values()),
+                                                args.storage), paths, manifest.trials, store, manifest.sweep_id,
+                        _resume_hint(paths, args.storage))
     client = open_store(store)  # an unreachable tracking server fails here, before Ray starts
-    started = session.start_ray(args.address)
+    started = session.start_ray(args.address, dashboard=args.dashboard)
+    _say_dashboard(session, started, args.dashboard)
     try:
         plan = session.cluster_plan(space)
         check_shared(paths.ray_storage)
-        return _run(session, paths, space, data, manifest, plan, (store, client), args.storage, resume=True)
+        return notified(notify, lambda: _run(session, paths, space, data, manifest, plan, (store, client), args.storage,
+                                             resume=True), paths, manifest.trials, store, manifest.sweep_id,
+                        _resume_hint(paths, args.storage))
     finally:
         if started:
             session.ray.shutdown()
@@ -263,7 +280,7 @@ def _run(session: Any, paths: Any, space: Any, data: Any, manifest: SweepManifes
     from tuning.cli.ray_output import ray_output_to
     from tuning.sweep.driver_mark import driving
 
-    resume_hint = f"mamba-tune resume {paths.name}{storage_flag(storage)}"
+    resume_hint = _resume_hint(paths, storage)
     try:
         # `mamba-tune list` says running while this process drives it; Ray's own lines go to ray.log
         with driving(paths.folder), ray_output_to(paths.folder / RAY_LOG):
@@ -288,7 +305,7 @@ def _run_sweep(session: Any, paths: Any, space: Any, data: Any, manifest: SweepM
     print(f"study:   {paths.study_url}  (browse: optuna-dashboard {paths.study_url})")
     print(f"mlflow:  experiment {paths.name} in {store.describe()}")
     print(f"ray:     its own messages go to {paths.folder / RAY_LOG}", flush=True)
-    progress = _Progress(trials)
+    progress = _Progress(trials, _clock(paths, space, plan, trials))
     handler = progress.attach()
     try:
         opened = session.open_tracking(store, client, paths, manifest, space, data, plan)
@@ -334,6 +351,29 @@ def _incomplete(records: list, space: Any, trials: int, resume_hint: str) -> int
     return 130
 
 
+def _clock(paths: SweepPaths, space: Any, plan: Any, trials: int) -> SweepClock:
+    """The sweep's clock for the ETA, counting the runs the ledger holds as ended (a resumed sweep's)."""
+    ended = list(Ledger(paths.folder / LEDGER).records.values())
+    budget = SweepBudget(space.scheduler, plan.concurrency, confirm_runs(space.confirm))
+    return SweepClock(budget, trials, searched=sum(r.stage == SEARCH for r in ended),
+                      confirmed=sum(r.stage == CONFIRM for r in ended))
+
+
+def _resume_hint(paths: SweepPaths, storage: str) -> str:
+    return f"mamba-tune resume {paths.name}{storage_flag(storage)}"
+
+
+def _say_dashboard(session: Any, started: bool, asked: bool) -> None:
+    """Where Ray's dashboard is: the local Ray's with --dashboard, a cluster's where Ray reports one; else that a
+    local Ray has it off, and how to have it."""
+    url = session.dashboard_url()
+    if url:
+        print(f"Ray dashboard: {url}", flush=True)
+    elif started and not asked:
+        print("Ray dashboard: off (a local Ray starts without it, to spare its CPU); --dashboard starts it",
+              flush=True)
+
+
 def _unsent(count: int) -> None:
     if count:
         print(f"warning: {count} MLflow write(s) could not be sent and wait in the sweep's folder; "
@@ -343,9 +383,10 @@ def _unsent(count: int) -> None:
 class _Progress(logging.Handler):
     """Prints the sweep's events: a line per trial started and ended; a live status line on a terminal."""
 
-    def __init__(self, trials: int) -> None:
+    def __init__(self, trials: int, clock: SweepClock | None = None) -> None:
         super().__init__(logging.INFO)
         self.trials = trials
+        self.clock = clock  # the time left, said once an epoch's time is known (tuning/cli/sweep_eta.py)
         self.live = sys.stderr.isatty()
         self.status: dict[str, str] = {}
         self.saved = (logging.NOTSET, True)  # the logger's level and propagation before attach()
@@ -366,7 +407,9 @@ class _Progress(logging.Handler):
         self._clear()
 
     def emit(self, record: logging.LogRecord) -> None:
-        match event_of(record):
+        event = event_of(record)
+        self._time(event)
+        match event:
             case TrialStarted(trial_id, params) if "finalist" in params:
                 self._line(f"confirm run {short(trial_id)} started: finalist {short(params['finalist'])}, "
                            f"seed {params['seed']}, fold {params['fold']}")
@@ -376,7 +419,7 @@ class _Progress(logging.Handler):
             case EpochEnded(trial_id, epoch, val_loss):
                 self.status[trial_id] = f"{short(trial_id)} e{epoch} val {val_loss:.4f}"
                 if self.live:
-                    sys.stderr.write("\r\033[K" + " | ".join(self.status.values()))
+                    sys.stderr.write("\r\033[K" + " | ".join(self.status.values()) + self._eta())
                     sys.stderr.flush()
             case TrialEnded() as ended:
                 self._end(ended)
@@ -391,7 +434,8 @@ class _Progress(logging.Handler):
             confirmed = sum(f.stage == CONFIRM for f in event.finished)
             self._line(f"confirm run {short(r.trial_id)} (finalist {short(r.finalist or '')}, seed {r.seed}, fold "
                        f"{r.fold}) ended {r.stop_reason} at epoch {r.stop_epoch}{why}, best val {r.best_val_loss:.4f}"
-                       f"@{r.best_epoch} | running {event.running}, {confirmed} confirmation run(s) finished")
+                       f"@{r.best_epoch} | running {event.running}, {confirmed} confirmation run(s) finished"
+                       f"{self._eta()}")
             return
         finished = [f for f in event.finished if f.stage == SEARCH]
         done = sum(f.stop_reason == "completed" for f in finished)
@@ -399,7 +443,20 @@ class _Progress(logging.Handler):
         best_text = f"best {best.best_val_loss:.4f} ({short(best.trial_id)})" if best else "no completed trial yet"
         self._line(f"trial {short(r.trial_id)} ended {r.stop_reason} at epoch {r.stop_epoch}{why}, best val "
                    f"{r.best_val_loss:.4f}@{r.best_epoch} | running {event.running}, finished {len(finished)}/"
-                   f"{self.trials} ({done} completed, {len(finished) - done} stopped) | {best_text}")
+                   f"{self.trials} ({done} completed, {len(finished) - done} stopped) | {best_text}{self._eta()}")
+
+    def _time(self, event: Any) -> None:
+        """The sweep's clock sees every run's start, reports and end."""
+        match event if self.clock is not None else None:
+            case TrialStarted(trial_id, params):
+                self.clock.started_run(trial_id, confirming="finalist" in params)
+            case EpochEnded(trial_id, epoch):
+                self.clock.epoch(trial_id, epoch)
+            case TrialEnded(record=r):
+                self.clock.ended(r.trial_id, confirming=r.stage == CONFIRM)
+
+    def _eta(self) -> str:
+        return self.clock.eta_text() if self.clock is not None else ""
 
     def _line(self, text: str) -> None:
         self._clear()

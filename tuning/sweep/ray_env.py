@@ -42,13 +42,15 @@ LOCAL_RAY_ENV = {
     # trial, would have nothing to watch (a cluster's sweep keeps it).
     PREEMPTION_WATCHER: "0",
 }
+DASHBOARD_DATA = ("RAY_task_events_report_interval_ms", "RAY_event_stats", "RAY_enable_metrics_collection")
 TUNE_ACTOR_ENV = dict(class_cache.DEFAULT_ENV_VARS)  # what Ray Tune gives every trial actor ({"PL_DISABLE_FORK": "1"})
 
 
-def sweep_env(local: bool) -> dict[str, str]:
+def sweep_env(local: bool, dashboard: bool = False) -> dict[str, str]:
     """The variables every Ray process of the sweep has: on a Ray started here (`local`), Tune's trial actors'
-    too (below)."""
-    return RAY_ENV | (LOCAL_RAY_ENV | TUNE_ACTOR_ENV if local else {})
+    too (below); with its dashboard (`dashboard`), collecting what the dashboard shows."""
+    shown = DASHBOARD_DATA if dashboard else ()
+    return RAY_ENV | ({k: v for k, v in LOCAL_RAY_ENV.items() if k not in shown} | TUNE_ACTOR_ENV if local else {})
 
 
 def tune_actors_get_their_env(own: bool) -> None:

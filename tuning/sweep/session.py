@@ -42,7 +42,7 @@ from tuning.bars_file import bars_identity
 from tuning.cluster.autoscaler import launchable_nodes
 from tuning.cluster.ray_address import ray_address
 from tuning.errors import UsageError
-from tuning.search.finalists import seed_members, winner
+from tuning.search.finalists import SEARCH, seed_members, winner
 from tuning.search.importance import Importances, load_importances
 from tuning.search.ledger import Ledger, TrialRecord
 from tuning.search.resources import HEAD_RESOURCE, TRIAL_DRIVER_RESOURCES, TrialPlan, fullest_plan
@@ -143,20 +143,22 @@ def load_for_resume(paths: SweepPaths, manifest: SweepManifest) -> tuple[SweepPa
     return paths, space, data
 
 
-def start_ray(address: str | None) -> bool:
+def start_ray(address: str | None, dashboard: bool = False) -> bool:
     """Join the cluster at `address` ("auto", HOST:PORT) or start a local one; True when started here.
 
     Without `address`, RAY_ADDRESS names the cluster (`ray job submit` sets it for its entrypoint);
     without either, a new local Ray is started, even where `ray start` left one running.
+    `dashboard`: a local Ray starts with its dashboard (`sweep --dashboard`), and collects what it shows.
     """
     if ray.is_initialized():
         return False
     address, source = ray_address(address)
     started = address in (None, "local")
-    env = sweep_env(local=started)
-    # No dashboard for a Ray started here: nothing of a local sweep uses it (the sweep's report relay gives back a
-    # stopped trial's placement group, tuning/sweep/report_relay.py), and it costs seconds of CPU to start and run.
-    local = {"include_dashboard": False} if started else {}
+    env = sweep_env(local=started, dashboard=dashboard)
+    # No dashboard for a Ray started here unless asked for: nothing of a local sweep needs it (the sweep's report
+    # relay gives back a stopped trial's placement group, tuning/sweep/report_relay.py), and it costs seconds of CPU
+    # to start and run. Asked for, it also serves the state API the orphaned groups' watch uses, as on a cluster.
+    local = {"include_dashboard": dashboard} if started else {}
     os.environ.update(env)  # this process is Tune's driver; a Ray started here inherits it, in every process
     tune_actors_get_their_env(own=not started)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -175,6 +177,14 @@ def start_ray(address: str | None) -> bool:
         hand_nothing_on(env)
     orphan_groups.use_state_api(bool(context.dashboard_url))  # a cluster's dashboard serves it
     return started
+
+
+def dashboard_url() -> str | None:
+    """http://HOST:PORT of the dashboard of the Ray start_ray started or joined; None where it has none."""
+    from ray._private.worker import get_dashboard_url  # what ray.init's context gives, for the Ray joined
+
+    url = get_dashboard_url()
+    return f"http://{url}" if url and "://" not in url else url or None
 
 
 def cluster_plan(space: SweepSpace) -> TrialPlan:
@@ -205,7 +215,8 @@ def open_tracking(store: TrackingStore, client: Any, paths: SweepPaths, manifest
                 "storage": paths.sweep_storage, "sweep_id": manifest.sweep_id,
                 **({"memory_probe": ProbeResult.from_dict(manifest.memory_probe).describe()}
                    if manifest.memory_probe else {})}
-    return open_sweep(log, paths.folder / TRACKING_STAGING, paths.name, manifest.space, space, manifest.data,
+    logged = {k: v for k, v in manifest.space.items() if k != "notify"}  # a webhook URL is a secret: not in MLflow
+    return open_sweep(log, paths.folder / TRACKING_STAGING, paths.name, logged, space, manifest.data,
                       data.summary, data.baselines, settings, manifest.bars_sha256)
 
 
@@ -324,6 +335,10 @@ def _search(paths: SweepPaths, space: SweepSpace, setup: TrialSetup, stages: tup
         name = TUNE_DIR if stage == 0 else f"{TUNE_DIR}-to-{target}"
         results = _fit(paths, space, setup, name, target - done, plan, resume=resume, first=stage == 0)
         if not (len(results) >= target - done and results.num_terminated + results.num_errors == len(results)):
+            return False
+        # Interrupted, Tune ends the trials still running as TERMINATED (after saving them as they were): only the
+        # ledger, which holds each trial that really ended, tells an interrupted search from a finished one.
+        if sum(r.stage == SEARCH for r in Ledger(paths.folder / LEDGER).records.values()) < target:
             return False
         done = target
     return True

@@ -70,3 +70,13 @@ def test_a_cluster_keeps_the_preemption_watcher_and_what_its_dashboard_shows(ini
     assert class_cache.DEFAULT_ENV_VARS == ray_env.TUNE_ACTOR_ENV == {"PL_DISABLE_FORK": "1"}
     assert env["RAY_TRAIN_METRICS_ENABLED"] == "0" and env["RAY_TRAIN_HEALTH_CHECK_INTERVAL_S"] == "0.5"
     assert orphan_groups._STATE_API == [True]  # the cluster's dashboard serves Ray's state API
+
+
+def test_a_local_ray_asked_for_its_dashboard_starts_it_and_collects_what_it_shows(init_calls):
+    assert session.start_ray(None, dashboard=True) is True
+    (call,) = init_calls
+    assert call["address"] == "local" and call["include_dashboard"] is True
+    env = call["environ"]
+    assert not set(ray_env.DASHBOARD_DATA) & set(env)  # task events, event stats and metrics: collected again
+    assert env[ray_env.PREEMPTION_WATCHER] == "0" and env["PL_DISABLE_FORK"] == "1"  # the rest as without it
+    assert orphan_groups._STATE_API == [True]  # the dashboard serves Ray's state API: the orphan watch looks

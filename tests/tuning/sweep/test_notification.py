@@ -1,0 +1,72 @@
+"""The sweep's notification (tuning/sweep/notification.py): the JSON body, built pure, and its POST to a real
+local webhook."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from tests.cli import free_port
+from tests.tuning.webhook_server import Webhook
+from tuning.sweep.notification import ENDED, FAILED, INTERRUPTED, NotifyError, SweepEnd, notification, post
+
+VERDICT = "test segment: winner 0.412 vs HAR 0.431 (-4.4%, DM p=0.03): better than HAR"
+LINK = "http://mlflow:5000/#/experiments/1/runs/abc"
+
+
+def end(status: str, **changes) -> SweepEnd:
+    values = {"sweep": "smoke", "status": status, "trials": 5, "trials_asked": 8, "best_val_loss": 0.23114,
+              "verdict": None, "mlflow_uri": "http://mlflow:5000", "mlflow_run": "abc", "mlflow_link": LINK,
+              "resume_hint": "mamba-tune resume smoke"}
+    return SweepEnd(**{**values, **changes})
+
+
+def test_notification_of_an_ended_sweep_says_its_verdict_and_mlflow_link():
+    assert notification(end(ENDED, trials=8, verdict=VERDICT)) == {
+        "text": f"mamba-tune sweep smoke ended: 8/8 trials, best val 0.2311\n{VERDICT}\nMLflow: {LINK}",
+        "sweep": "smoke", "status": "ended", "trials": 8, "trials_asked": 8, "best_val_loss": 0.23114,
+        "verdict": VERDICT, "error": None, "mlflow": {"uri": "http://mlflow:5000", "run_id": "abc", "link": LINK}}
+
+
+def test_notification_of_an_interrupted_sweep_says_how_to_continue_it():
+    body = notification(end(INTERRUPTED, mlflow_run=None, mlflow_link=None))
+    assert body["text"] == ("mamba-tune sweep smoke was interrupted: 5/8 trials, best val 0.2311\n"
+                            "continue with `mamba-tune resume smoke`\nMLflow: http://mlflow:5000")
+    assert (body["status"], body["mlflow"]) == ("interrupted", {"uri": "http://mlflow:5000", "run_id": None,
+                                                                "link": None})
+
+
+def test_notification_of_a_failed_sweep_says_why_and_no_best_without_one():
+    body = notification(end(FAILED, trials=0, best_val_loss=None, error="RuntimeError: boom"))
+    assert body["text"] == ("mamba-tune sweep smoke failed: RuntimeError: boom (0/8 trials)\n"
+                            f"continue with `mamba-tune resume smoke`\nMLflow: {LINK}")
+    assert (body["status"], body["error"], body["best_val_loss"]) == ("failed", "RuntimeError: boom", None)
+
+
+def test_notification_sends_no_non_finite_loss():
+    assert notification(end(ENDED, best_val_loss=math.inf))["best_val_loss"] is None  # JSON has no inf
+
+
+def test_post_sends_the_body_as_json_to_the_webhook():
+    webhook = Webhook()
+    try:
+        post(webhook.url, notification(end(ENDED)))
+    finally:
+        webhook.stop()
+    assert webhook.received == [("/services/T000/B000/SECRETTOKEN", notification(end(ENDED)))]
+
+
+def test_post_raises_notify_error_on_an_error_answer_without_the_url():
+    webhook = Webhook(status=500)
+    try:
+        with pytest.raises(NotifyError, match=r"^it answered HTTP 500 ") as failed:
+            post(webhook.url, {"text": "x"})
+    finally:
+        webhook.stop()
+    assert "SECRETTOKEN" not in str(failed.value)
+
+
+def test_post_raises_notify_error_when_nothing_listens():
+    with pytest.raises(NotifyError, match=r"[Cc]onnection refused"):
+        post(f"http://127.0.0.1:{free_port()}/services/T/B/SECRET", {"text": "x"}, timeout_s=2)
