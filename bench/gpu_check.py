@@ -11,7 +11,7 @@ Prints JSON:
             samples/s. Anchor: the original system reports 1.86 minutes per epoch on an RTX 4090;
             the aim is under 2 seconds on an H200;
   memory:   the CUDA context a process holds, and the measured peak of training at each batch
-            size (fp32, bf16), with how many such trials fit on this GPU (the packing rule, README);
+            size (fp32, bf16), with how many such trials fit on this GPU (the packing rule, docs/gpus.md);
   sweep:    `mamba-tune sweep` of 4 trials packed on this GPU by the memory probe (gpus_per_trial auto).
 """
 

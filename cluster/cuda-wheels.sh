@@ -102,7 +102,7 @@ EOF
 
 install() {
     [ -n "$(hashes)" ] || die "$kernels names no wheel yet: run cluster/cuda-wheels.sh publish BUCKET" \
-        "(README, Run on a cluster); nothing is built on a worker"
+        "(docs/cluster-aws.md); nothing is built on a worker"
     ~/venv/bin/pip install -q --require-hashes --no-deps --only-binary :all: --no-index --find-links "$wheels" \
         -r "$kernels" || die "pip installed no wheel of $kernels from $wheels (above: missing, or another hash);" \
         "the head fetches them from S3 (cluster/cuda-wheels.sh fetch)"

@@ -27,7 +27,7 @@ class ModelConfig:
     chunk_size: int = 64  # SSD chunk length; 64 measured fastest at seqlen 128 on CPU (32, 128 slower)
     A_init_range: tuple[float, float] = (1.0, 16.0)  # A ~ -U(lo, hi) at init
     dt_min: float = 0.001  # dt initialised log-uniform in [dt_min, dt_max]
-    dt_max: float = 0.1
+    dt_max: float = 0.1  # upper end of dt's initial log-uniform range
     dt_init_floor: float = 1e-4  # floor of the initial dt
     dt_limit: tuple[float, float] = (0.0, math.inf)  # dt clamped to this range
     bias: bool = False  # biases on in_proj and out_proj

@@ -18,16 +18,16 @@ BOUNDS = {"lr": Interval(0, 1, low_closed=False), "weight_decay": Interval(0, 1)
 class TrainConfig:
     """Optimisation settings; defaults are the original system's (lr 5e-5, wd 1e-4, batch 512)."""
 
-    epochs: int = 50
-    batch_size: int = 512
+    epochs: int = 50  # passes over the training samples
+    batch_size: int = 512  # samples per optimizer step
     lr: float = 5e-5  # peak learning rate, reached at the end of warmup
     weight_decay: float = 1e-4  # decoupled (AdamW), on weights only
-    betas: tuple[float, float] = (0.9, 0.999)
-    eps: float = 1e-8
+    betas: tuple[float, float] = (0.9, 0.999)  # AdamW's decay rates of its gradient moments
+    eps: float = 1e-8  # AdamW's term added to the denominator, for numerical stability
     warmup_fraction: float = 0.05  # of all optimizer steps, linear from lr/warmup to lr
     min_lr_fraction: float = 0.1  # the cosine ends at lr * this
     grad_clip: float = 1.0  # max global gradient norm; 0 disables clipping
-    seed: int = 0
+    seed: int = 0  # seeds the model's initialisation and the batches' order
     device: str = "auto"  # "auto" (cuda when available) | "cpu" | "cuda"
     precision: str = "fp32"  # "fp32" | "bf16": bf16 autocast, float32 parameters and SSM state (model/precision.py)
     micro_batch_size: int | None = None  # split each batch, accumulating gradients; None: 64 on CPU, whole on GPU

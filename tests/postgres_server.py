@@ -1,5 +1,5 @@
 """A throwaway PostgreSQL server (Debian's `initdb` and `pg_ctl`) on a free localhost port, with password login
-for one user: the database a cluster's Optuna study and MLflow store live in (README: the cluster recipe).
+for one user: the database a cluster's Optuna study and MLflow store live in (docs/cluster-aws.md: the cluster recipe).
 
 PostgreSQL refuses to run as root: as root (CI), its folder belongs to the `postgres` user and it runs as that.
 """
@@ -38,7 +38,7 @@ class PostgresServer:
 
     @property
     def env(self) -> dict[str, str]:
-        """What a client needs besides the URL: the credentials, from the environment as the README says."""
+        """What a client needs besides the URL: the credentials, from the environment as docs/cluster-aws.md says."""
         return {"PGUSER": self.user, "PGPASSWORD": self.password}
 
     def url(self, database: str) -> str:

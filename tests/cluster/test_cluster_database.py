@@ -1,4 +1,4 @@
-"""cluster.yaml's head setup for the PostgreSQL database outside the cluster (README: the cluster recipe), run in
+"""cluster.yaml's head setup for the PostgreSQL database outside the cluster (docs/cluster-aws.md: the cluster recipe), run in
 bash against a real PostgreSQL server: the password goes from SSM Parameter Store (a stand-in `aws` here) into a
 ~/.pgpass only its owner reads, the studies' database is made once, and `ray up` may run it again."""
 
@@ -65,7 +65,7 @@ def test_the_head_reads_the_database_password_into_pgpass_and_makes_the_studies_
 
 
 def test_mlflow_and_the_studies_reach_the_database_by_url_and_pgpass_alone(config, tmp_path, postgres):
-    """The URLs cluster.yaml and the README give, with the host filled in: the user in them, the password not."""
+    """The URLs cluster.yaml and docs/cluster-aws.md give, with the host filled in: the user in them, the password not."""
     postgres.create_database("mlflow")
     assert run_setup(database_setup(config), tmp_path, postgres).returncode == 0
     start = " ".join(config["head_start_ray_commands"])

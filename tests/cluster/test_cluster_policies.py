@@ -2,7 +2,7 @@
 
 Pure file checks, no AWS and no Ray cluster. Each check lists what it finds wrong; each test runs it on the files
 as written (nothing) and on a copy broken the way the check exists to catch, so that none passes vacuously.
-Whether AWS evaluates these conditions as intended is for a real account to show (README, Run on a cluster).
+Whether AWS evaluates these conditions as intended is for a real account to show (docs/cluster-aws.md).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from tests.cluster.conftest import worker_types
 
 ROOT = Path(__file__).resolve().parents[2]
 AWS = ROOT / "cluster" / "aws"
-# The bucket, as the workers' policy names it for listing (the placeholder, or the bucket once README's sed filled it in)
+# The bucket, as the workers' policy names it for listing (the placeholder, or the bucket once docs/cluster-aws.md's sed filled it in)
 BUCKET = next(s["Resource"] for s in json.loads((AWS / "worker-policy.json").read_text())["Statement"]
               if s["Action"] == "s3:ListBucket")
 CONDITION_OPERATORS = re.compile(
@@ -132,7 +132,7 @@ def passable_roles(document: dict) -> list[str]:
 def test_the_head_may_pass_the_workers_role_and_no_other(config):
     profiles = {spec["node_config"]["IamInstanceProfile"]["Arn"] for spec in worker_types(config).values()}
     assert len(profiles) == 1  # every GPU node type runs as the same role
-    role = profiles.pop().replace(":instance-profile/", ":role/")  # README names the role as its profile
+    role = profiles.pop().replace(":instance-profile/", ":role/")  # docs/cluster-aws.md names the role as its profile
     assert passable_roles(policy("head-policy.json")) == [role]
     assert passable_roles(policy("worker-policy.json")) == []
     broken = policy("head-policy.json")
@@ -282,7 +282,7 @@ def test_ssh_comes_in_from_one_range_only(config):
     assert world_open_ssh([{"IpProtocol": "-1", "IpRanges": [{"CidrIp": "0.0.0.0/0"}]}])
     # The group Ray would make itself opens SSH to the world whatever provider.security_group says (Ray 2.60):
     assert world_open_ssh(rays_default_ssh_rules())
-    # so every node type names the group made by hand (README), and Ray makes none.
+    # so every node type names the group made by hand (docs/cluster-aws.md), and Ray makes none.
     assert types_ray_makes_a_group_for(config) == [] and "security_group" not in config["provider"]
     broken = copy.deepcopy(config)
     del broken["available_node_types"]["gpu-1x-spot"]["node_config"]["SecurityGroupIds"]

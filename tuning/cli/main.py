@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 
 from model.errors import InputError
-from tuning.cli import best, data, doctor, listing, promote, sweep, train, ui
+from tuning.cli import best, data, doctor, listing, promote, space, sweep, train, ui
 from tuning.cli.help import subcommand
 from tuning.errors import UsageError
 from tuning.yaml_io import ConfigError, parse_yaml
@@ -79,6 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     data.add_commands(commands)
     train.add_command(commands)
     sweep.add_commands(commands)
+    space.add_commands(commands)
     best.add_command(commands)
     promote.add_command(commands)
     ui.add_command(commands)

@@ -26,9 +26,9 @@ from model.baselines import BASELINES
 @dataclass(frozen=True)
 class GateConfig:
     epoch: int = 15  # the milestone epoch (epoch 0 is the evaluation before training)
-    threshold: float | None = None
-    ratio_to_baseline: float | None = None
-    ratio_to_e0: float | None = None
+    threshold: float | None = None  # val_loss at the gate epoch must be at most this; None: no such limit
+    ratio_to_baseline: float | None = None  # val_loss <= this * the baseline's validation loss; None: no such limit
+    ratio_to_e0: float | None = None  # val_loss <= this * the trial's own epoch-0 loss; None: no such limit
     baseline: str = "har"  # what ratio_to_baseline compares with
 
     def __post_init__(self) -> None:

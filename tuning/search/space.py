@@ -25,6 +25,7 @@ from model.settings import Interval, finite_number, require_positive_ints
 from model.train_config import BOUNDS as TRAIN_BOUNDS
 from tuning.search.finalists import ConfirmConfig
 from tuning.search.gate import GateConfig
+from tuning.search.notify_config import NotifyConfig, parse_notify
 from tuning.search.recipe import TrainingRecipe
 from tuning.sweep_files import valid_name
 from tuning.yaml_io import ConfigError, read_yaml
@@ -32,19 +33,20 @@ from tuning.yaml_io import ConfigError, read_yaml
 SEARCHABLE = {"learning_rate": "lr", "weight_decay": "weight_decay", "batch_size": "batch_size"}  # -> TrainConfig
 RAY_BUILTIN_RESOURCES = ("CPU", "GPU", "memory", "object_store_memory")
 AUTO = "auto"  # gpus_per_trial: the memory probe decides how many trials share a GPU
-TOP_LEVEL = ("name", "trials", "seed", "search", "initial", "scheduler", "gate", "resources", "confirm", "run")
+TOP_LEVEL = ("name", "trials", "seed", "search", "initial", "scheduler", "gate", "resources", "confirm", "run",
+             "notify")
 
 
 @dataclass(frozen=True)
 class FloatRange:
-    low: float
-    high: float
-    log: bool = False
+    low: float  # the range's lower end
+    high: float  # the range's upper end
+    log: bool = False  # sample on a log scale (low must then be > 0)
 
 
 @dataclass(frozen=True)
 class Choice:
-    choices: tuple[Any, ...]
+    choices: tuple[Any, ...]  # the values to pick from
 
 
 @dataclass(frozen=True)
@@ -64,7 +66,7 @@ class SchedulerConfig:
 @dataclass(frozen=True)
 class ResourceConfig:
     workers: int = 1  # Ray Train workers per trial
-    cpus_per_worker: float = 1.0
+    cpus_per_worker: float = 1.0  # CPUs each worker takes; also its torch threads unless run.train.threads
     # Split over the workers; 0.25 packs four trials on one GPU; "auto": as many as the memory probe finds fit.
     gpus_per_trial: float | str = 0.0
     max_concurrent: int | None = None  # None: as many as the cluster's resources hold
@@ -95,16 +97,17 @@ class ResourceConfig:
 
 @dataclass(frozen=True)
 class SweepSpace:
-    name: str
-    trials: int
-    seed: int
-    search: dict[str, FloatRange | Choice]
-    initial: tuple[dict[str, Any], ...]
+    name: str  # the sweep's name (default: the file's name); letters, digits, '-' and '_'
+    trials: int  # search trials to run (default 16)
+    seed: int  # the searcher's seed (default 0)
+    search: dict[str, FloatRange | Choice]  # a setting to search, by its name, and its range or choices
+    initial: tuple[dict[str, Any], ...]  # configurations evaluated first, e.g. the original system's
     scheduler: SchedulerConfig
     gate: GateConfig
     resources: ResourceConfig
     run: TrainingRecipe = field(default_factory=TrainingRecipe)
     confirm: ConfirmConfig | None = None  # finalists trained again (tuning/search/finalists.py); None: not
+    notify: NotifyConfig | None = None  # the webhook told how the sweep ended (tuning/search/notify_config.py)
 
 
 def with_params(run: TrainingRecipe, params: dict[str, Any]) -> TrainingRecipe:
@@ -154,7 +157,8 @@ def parse_space(values: Any, source: str) -> SweepSpace:
                           "[{learning_rate: 5e-5, weight_decay: 1e-4, batch_size: 512}]")
     initial = tuple(_initial(point, search, source, i) for i, point in enumerate(points))
     confirm = _confirm(top.get("confirm"), trials, run.train.seed, source)
-    return SweepSpace(name, trials, seed, search, initial, scheduler, gate, resources, run, confirm)
+    notify = parse_notify(top.get("notify"), source)
+    return SweepSpace(name, trials, seed, search, initial, scheduler, gate, resources, run, confirm, notify)
 
 
 def _confirm(values: Any, trials: int, base_seed: int, source: str) -> ConfirmConfig | None:

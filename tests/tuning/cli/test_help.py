@@ -29,7 +29,7 @@ COMMANDS = commands(build_parser())
 def test_every_command_is_reachable_from_the_top():
     assert {" ".join(words) for words, _ in COMMANDS} == {
         "model", "data", "data synth", "data sp500", "data nasdaq", "data import", "data check", "train", "sweep", "resume", "best",
-        "promote", "ui", "doctor", "list"}
+        "promote", "ui", "doctor", "list", "space", "space keys", "space show"}
 
 
 @pytest.mark.parametrize(("words", "parser"), COMMANDS, ids=[" ".join(w) for w, _ in COMMANDS])
