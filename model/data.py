@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from model.bars import FIELDS, DataError, read_bars
+from model.bars import FIELDS, Bars, DataError, read_bars
 from model.baselines import fit_har, har_forecast, har_lookbacks, past_quantities, scored_baselines
 from model.features import TARGETS, bar_features, feature_names, target_and_persistence
 from model.settings import known_settings, require_positive_ints
@@ -192,7 +192,12 @@ class Dataset:
 
 def load_dataset(path: str | Path, config: DataConfig = DataConfig()) -> Dataset:
     """Read, validate, featurise, split and scale; raises DataError on bad data."""
-    bars = read_bars(path, config.columns)
+    return dataset_from_bars(read_bars(path, config.columns), config, path)  # the bars are the callee's alone
+
+
+def dataset_from_bars(bars: Bars, config: DataConfig, path: str | Path) -> Dataset:
+    """Featurise, split and scale bars read from `path` (a sweep whose space searches data settings builds each
+    trial's Dataset from the bars it read once); raises DataError on too few bars."""
     features = bar_features(bars, config.input_lookbacks, config.residual,
                             config.input_leverage_lookbacks)  # (n, f) float32, unscaled; har column 0
     close, first_bar, last_bar, clock = bars.close, int(bars.timestamp[0]), int(bars.timestamp[-1]), bars.timezone

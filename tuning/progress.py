@@ -35,7 +35,7 @@ class TrialEnded:
     record: TrialRecord  # as the ledger now holds it
     running: int  # trials still running
     finished: tuple[TrialRecord, ...]  # every trial in the ledger, this one included
-    error: str | None  # the last line of an errored trial's error
+    error: str | None  # the last line of an errored trial's error, or why an invalid one's combination was refused
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from tuning.search.eta import SweepBudget, confirm_runs
 from tuning.search.finalists import CONFIRM, SEARCH, pending_runs, winner
 from tuning.search.ledger import Ledger, best_record
 from tuning.search.overrides import described, parse_sets, with_sets
+from tuning.search.param_text import params_text
 from tuning.search.resources import fullest_plan, gpus_on
 from tuning.search.space import AUTO, parse_space
 from tuning.search.study_store import check_study_url
@@ -321,7 +322,7 @@ def _run_sweep(session: Any, paths: Any, space: Any, data: Any, manifest: SweepM
         return _incomplete(records, space, trials, resume_hint)
     best = winner(records, space.confirm, space.run.train.seed)
     if best is None:
-        reasons = ", ".join(f"{n} {k}" for k in ("asha", "gate", "nan", "error")
+        reasons = ", ".join(f"{n} {k}" for k in ("asha", "gate", "invalid", "nan", "error")
                             if (n := sum(r.stop_reason == k for r in records)))
         print(f"error: no trial ran all {space.scheduler.max_epochs} epochs ({reasons}); see "
               f"{paths.folder}/trials.json, then widen the space or relax the gate", file=sys.stderr)
@@ -414,8 +415,7 @@ class _Progress(logging.Handler):
                 self._line(f"confirm run {short(trial_id)} started: finalist {short(params['finalist'])}, "
                            f"seed {params['seed']}, fold {params['fold']}")
             case TrialStarted(trial_id, params):
-                self._line(f"trial {short(trial_id)} started: lr {params.get('learning_rate', math.nan):.2e}, "
-                           f"wd {params.get('weight_decay', math.nan):.2e}, batch {params.get('batch_size', '-')}")
+                self._line(f"trial {short(trial_id)} started: {params_text(params)}")
             case EpochEnded(trial_id, epoch, val_loss):
                 self.status[trial_id] = f"{short(trial_id)} e{epoch} val {val_loss:.4f}"
                 if self.live:

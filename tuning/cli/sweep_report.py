@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
 from tuning.cli.figures import finite, one_look_line, ratio, verdict_line
 from tuning.search.finalists import finalist_scores
 from tuning.search.ledger import TrialRecord, leaderboard
+from tuning.search.param_text import column, other_params_text, params_text
 from tuning.sweep_files import TEST_LOOK, read_test_looks
 
 
@@ -23,9 +23,10 @@ def print_leaderboard(records: list[TrialRecord]) -> None:
         gain = f"{1 - r.best_val_loss / r.e0_val_loss:+.1%}" if finite(r.best_val_loss, r.e0_val_loss) else "n/a"
         har, pers = (ratio(r.best_val_loss, baseline) for baseline in (r.baseline_har, r.baseline_persistence))
         ended = f"{r.stop_reason}@{r.stop_epoch}"
-        print(f"{rank:<5}{short(r.trial_id):<14}{p.get('learning_rate', math.nan):>9.2e}"
-              f"{p.get('weight_decay', math.nan):>9.2e}{p.get('batch_size', '-'):>7}  "
-              f"{ended:<14}{r.best_val_loss:>9.4f}{r.best_epoch:>4}{gain:>8}{har:>8}{pers:>9}")
+        print(f"{rank:<5}{short(r.trial_id):<14}{column(p, 'learning_rate', '.2e', 9)}"
+              f"{column(p, 'weight_decay', '.2e', 9)}{column(p, 'batch_size', '', 7)}  "
+              f"{ended:<14}{r.best_val_loss:>9.4f}{r.best_epoch:>4}{gain:>8}{har:>8}{pers:>9}"
+              + (f"  {other}" if (other := other_params_text(p)) else ""))
 
 
 def short(trial_id: str) -> str:
@@ -42,8 +43,7 @@ def print_finalists(records: list[TrialRecord], space: Any) -> None:
     for rank, s in enumerate(scores, start=1):
         p = s.record.params
         runs = f"runs {s.n}/{s.planned}" + ("" if s.complete else " unconfirmed")
-        print(f"{rank:<3}{short(s.record.trial_id):<14}lr {p.get('learning_rate', math.nan):.2e}  "
-              f"wd {p.get('weight_decay', math.nan):.2e}  batch {p.get('batch_size', '-'):<5}  "
+        print(f"{rank:<3}{short(s.record.trial_id):<14}{params_text(p)}  "
               f"val {s.mean:.4f} +- {s.std:.4f} ({runs})  search alone {s.record.best_val_loss:.4f}")
 
 

@@ -74,6 +74,9 @@ def gate_decision(gate: GateConfig, epoch: int, val_loss: float, e0_val_loss: fl
 STOP_REASONS = ("completed", "asha", "gate", "nan", "error")
 
 
+INVALID = "invalid"  # the result key of a trial whose sampled combination the recipe refuses: why, in a line
+
+
 def stop_reason(gate: GateConfig, max_epochs: int, last: dict | None, errored: bool) -> tuple[str, int]:
     """(why the trial ended, the epoch it ended at) from its last reported result.
 
@@ -82,6 +85,8 @@ def stop_reason(gate: GateConfig, max_epochs: int, last: dict | None, errored: b
     max_epochs without tripping the gate or going non-finite was stopped by ASHA.
     """
     epoch = int(last["epoch"]) if last and "epoch" in last else 0
+    if last and INVALID in last:  # a combination the recipe refuses: it never started (tuning/sweep/trainable.py)
+        return "invalid", 0
     if errored or not last or "val_loss" not in last:
         return "error", epoch
     if not math.isfinite(last["val_loss"]):

@@ -1,6 +1,7 @@
 """--set KEY=VALUE: a setting of a search space or a run configuration, by its dotted name, over the file's.
 
-The names are the file's own (scheduler.max_epochs, search.learning_rate.high, run.model.d_model in a space;
+The names are the file's own (scheduler.max_epochs, search.learning_rate.high, search.model.d_model.choices,
+run.model.d_model in a space;
 model.d_model, train.lr in a run configuration). A value is read as a number where it is one (3e-3 included, which
 YAML would read as text), else as YAML (true, null, [32, 64], {low: 1, high: 4}). The result is validated exactly as
 the file is, by whoever reads it.
@@ -15,6 +16,8 @@ import yaml
 
 from tuning.errors import UsageError
 
+SPEC_FIELDS = ("low", "high", "log", "step", "choices")  # the keys of a search entry (search_section.py)
+
 
 def parse_sets(pairs: list[str]) -> list[tuple[tuple[str, ...], Any]]:
     """["scheduler.max_epochs=20"] -> [(("scheduler", "max_epochs"), 20)]; UsageError for a pair that is not
@@ -25,8 +28,18 @@ def parse_sets(pairs: list[str]) -> list[tuple[tuple[str, ...], Any]]:
         names = tuple(name.strip() for name in key.split("."))
         if not sep or not all(names):
             raise UsageError(f"--set {pair!r} is not KEY=VALUE with a dotted key, e.g. --set scheduler.max_epochs=20")
-        sets.append((names, value_of(text.strip())))
+        sets.append((_search_entry(names), value_of(text.strip())))
     return sets
+
+
+def _search_entry(names: tuple[str, ...]) -> tuple[str, ...]:
+    """A search entry's name is dotted itself: search.model.d_model.choices -> (search, model.d_model, choices);
+    search.model.d_model (the whole entry) -> (search, model.d_model)."""
+    if names[0] != "search" or len(names) < 3:
+        return names
+    if names[-1] in SPEC_FIELDS:
+        return ("search", ".".join(names[1:-1]), names[-1])
+    return ("search", ".".join(names[1:]))
 
 
 def value_of(text: str) -> Any:

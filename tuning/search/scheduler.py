@@ -25,7 +25,7 @@ from typing import Any
 from ray.tune.schedulers import AsyncHyperBandScheduler, TrialScheduler
 
 from tuning.search.curves import CurveSource, RecordedCurve
-from tuning.search.gate import GateConfig, gate_decision
+from tuning.search.gate import INVALID, GateConfig, gate_decision
 from tuning.search.space import SchedulerConfig
 
 
@@ -78,6 +78,8 @@ class GatedASHA(AsyncHyperBandScheduler):
 
     def on_trial_result(self, tune_controller: Any, trial: Any, result: dict[str, Any]) -> str:
         self.replaying = False  # a trial reports: Tune has re-added every trial of a restored experiment
+        if INVALID in result:  # a combination the recipe refuses: it reports once and ends
+            return TrialScheduler.STOP
         if gate_decision(self.gate, result["epoch"], result["val_loss"], result["e0_val_loss"],
                          self.gate.baseline_of(result)) is not None:
             return TrialScheduler.STOP  # the gate's stop, or a non-finite loss: ASHA never sees it

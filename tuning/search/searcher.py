@@ -1,4 +1,4 @@
-"""Optuna's TPE behind Ray Tune, with an RDB study and honest trial states.
+"""Optuna's sampler (TPE by default) behind Ray Tune, with an RDB study and honest trial states.
 
 Ray's OptunaSearch tells Optuna every finished trial as COMPLETE with its last value, so
 a trial ASHA stopped at epoch 1 looks like a finished one with a poor score, which
@@ -7,6 +7,7 @@ misleads TPE. Here a trial's state follows why it ended (tuning/search/gate.py's
   asha, gate       PRUNED, its intermediate value at each epoch its best val_loss so far, the
                    figure ASHA ranks it by; Optuna keeps the last one as the trial's value
   nan, error       FAIL (Optuna's own rule for a non-finite objective)
+  invalid          PRUNED, no value: a sampled combination the recipe refuses, ended before any worker started
   lost             FAIL: started by a driver killed before Ray Tune saved it (fail_lost_trials)
 and each Optuna trial carries user attributes stop_reason, stop_epoch and ray_trial_id. ray_trial_id is set as
 the trial is asked for, before Ray Train starts: a lost trial names the folder its run may have left in the
@@ -22,31 +23,33 @@ import math
 from typing import Any
 
 import optuna
-from optuna.distributions import CategoricalDistribution, FloatDistribution
+from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.exceptions import UpdateFinishedTrialError
 from optuna.trial import TrialState
 from ray.tune.search.optuna import OptunaSearch
 
 from tuning.search.gate import stop_reason
-from tuning.search.space import Choice, SweepSpace
+from tuning.search.samplers import make_sampler
+from tuning.search.space import Choice, IntRange, SweepSpace
 
 STATES = {"completed": TrialState.COMPLETE, "asha": TrialState.PRUNED, "gate": TrialState.PRUNED,
-          "nan": TrialState.FAIL, "error": TrialState.FAIL}
+          "nan": TrialState.FAIL, "error": TrialState.FAIL,
+          "invalid": TrialState.PRUNED}  # a combination the recipe refuses: not a failure (Optuna's FAIL is retried)
 
 
-def optuna_space(space: SweepSpace) -> dict[str, Any]:
+def optuna_space(space: SweepSpace) -> dict[str, BaseDistribution]:
     """The search section as Optuna distributions."""
     return {key: CategoricalDistribution(spec.choices) if isinstance(spec, Choice)
-            else FloatDistribution(spec.low, spec.high, log=spec.log) for key, spec in space.search.items()}
+            else IntDistribution(spec.low, spec.high, log=spec.log, step=spec.step) if isinstance(spec, IntRange)
+            else FloatDistribution(spec.low, spec.high, log=spec.log, step=spec.step)
+            for key, spec in space.search.items()}
 
 
 def make_searcher(space: SweepSpace, storage_url: str, study_name: str, initial: bool = True) -> StateAwareOptunaSearch:
-    """Seeded TPE over the space; the `initial` points are evaluated first (unless `initial` is False: an
+    """The space's seeded sampler (TPE unless it names another: tuning/search/samplers.py) over the space;
+    the `initial` points are evaluated first (unless `initial` is False: an
     extension of a sweep, whose study holds them already and whose TPE learns from every trial it holds)."""
-    sampler = optuna.samplers.TPESampler(
-        seed=space.seed, n_startup_trials=max(2, min(10, space.trials // 4)),
-        multivariate=True, constant_liar=True,  # several trials run at once: do not sample the same point twice
-    )
+    sampler = make_sampler(space.sampler, space.search, space.trials, space.seed)
     return StateAwareOptunaSearch(
         space=optuna_space(space), metric="val_loss", mode="min", sampler=sampler, study_name=study_name,
         storage=optuna.storages.RDBStorage(storage_url),
@@ -59,6 +62,7 @@ class StateAwareOptunaSearch(OptunaSearch):
     def __init__(self, *, space_config: SweepSpace, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.gate, self.max_epochs = space_config.gate, space_config.scheduler.max_epochs
+        self._ot_study.set_user_attr("sampler", space_config.sampler)  # which sampler chose the study's trials
         self.reported: set[tuple[str, int]] = set()  # (trial, epoch): a resumed trial may repeat an epoch
 
     def suggest(self, trial_id: str) -> dict[str, Any] | None:

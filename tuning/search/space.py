@@ -2,7 +2,8 @@
 
 Layout (search_spaces/default.yaml is the reference):
   name, trials, seed
-  search:     learning_rate / weight_decay: {low, high, log}; batch_size: {choices: [...]}
+  search:     the settings searched, by name (learning_rate, model.d_model, data.window, ...), each a range
+              {low, high, log, step} or {choices: [...]} (tuning/search/search_section.py)
   initial:    configurations evaluated first, e.g. the original system's
   scheduler:  ASHA on the epoch: max_epochs, grace_period, reduction_factor
   gate:       the milestone gate (tuning/search/gate.py): epoch, threshold / ratio_to_baseline (to the
@@ -21,32 +22,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from model.settings import Interval, finite_number, require_positive_ints
-from model.train_config import BOUNDS as TRAIN_BOUNDS
+from model.settings import finite_number, require_positive_ints
 from tuning.search.finalists import ConfirmConfig
 from tuning.search.gate import GateConfig
 from tuning.search.notify_config import NotifyConfig, parse_notify
 from tuning.search.recipe import TrainingRecipe
+from tuning.search.samplers import check_sampler, grid_size
+from tuning.search.search_section import Choice, FloatRange, IntRange, Spec, parse_search, with_searched
+
+__all__ = ["Choice", "FloatRange", "IntRange", "SweepSpace", "load_space", "parse_space", "searched", "with_params"]
+from tuning.search.searchable import is_search_key, resolve
 from tuning.sweep_files import valid_name
 from tuning.yaml_io import ConfigError, read_yaml
 
-SEARCHABLE = {"learning_rate": "lr", "weight_decay": "weight_decay", "batch_size": "batch_size"}  # -> TrainConfig
 RAY_BUILTIN_RESOURCES = ("CPU", "GPU", "memory", "object_store_memory")
 AUTO = "auto"  # gpus_per_trial: the memory probe decides how many trials share a GPU
-TOP_LEVEL = ("name", "trials", "seed", "search", "initial", "scheduler", "gate", "resources", "confirm", "run",
-             "notify")
-
-
-@dataclass(frozen=True)
-class FloatRange:
-    low: float  # the range's lower end
-    high: float  # the range's upper end
-    log: bool = False  # sample on a log scale (low must then be > 0)
-
-
-@dataclass(frozen=True)
-class Choice:
-    choices: tuple[Any, ...]  # the values to pick from
+TOP_LEVEL = ("name", "trials", "seed", "sampler", "search", "initial", "scheduler", "gate", "resources", "confirm",
+             "run", "notify")
 
 
 @dataclass(frozen=True)
@@ -100,7 +92,7 @@ class SweepSpace:
     name: str  # the sweep's name (default: the file's name); letters, digits, '-' and '_'
     trials: int  # search trials to run (default 16)
     seed: int  # the searcher's seed (default 0)
-    search: dict[str, FloatRange | Choice]  # a setting to search, by its name, and its range or choices
+    search: dict[str, Spec]  # a setting to search, by its name, and its range or choices
     initial: tuple[dict[str, Any], ...]  # configurations evaluated first, e.g. the original system's
     scheduler: SchedulerConfig
     gate: GateConfig
@@ -108,20 +100,28 @@ class SweepSpace:
     run: TrainingRecipe = field(default_factory=TrainingRecipe)
     confirm: ConfirmConfig | None = None  # finalists trained again (tuning/search/finalists.py); None: not
     notify: NotifyConfig | None = None  # the webhook told how the sweep ended (tuning/search/notify_config.py)
+    # Optuna's sampler: tpe, random, gp, cmaes (needs the cmaes package) or grid (every entry a choice list or a
+    # range with step; trials unset: the whole grid). tuning/search/samplers.py
+    sampler: str = "tpe"
 
 
 def with_params(run: TrainingRecipe, params: dict[str, Any]) -> TrainingRecipe:
     """One trial's run configuration: the space's fixed settings with its sampled parameters set, and for
     a confirmation run (tuning/search/finalists.py) its seed and walk-forward fold."""
-    run = run.replace("train", **{SEARCHABLE[key]: value for key, value in params.items() if key in SEARCHABLE})
+    run = with_searched(run, searched(params))
     if "seed" in params:
         run = run.replace("train", seed=params["seed"])
     return run.replace("data", fold=params["fold"]) if "fold" in params else run
 
 
+def searches_data(space: SweepSpace) -> bool:
+    """Whether the space searches a data setting (data.window, ...): each trial then builds its own Dataset."""
+    return any(resolve(key).section == "data" for key in space.search)
+
+
 def searched(params: dict[str, Any]) -> dict[str, Any]:
     """A trial config's searched parameters alone (a confirmation run's config holds more)."""
-    return {key: value for key, value in params.items() if key in SEARCHABLE}
+    return {key: value for key, value in params.items() if is_search_key(key)}
 
 
 def load_space(path: str | Path) -> SweepSpace:
@@ -135,11 +135,9 @@ def parse_space(values: Any, source: str) -> SweepSpace:
     name = top.get("name", Path(source).stem)
     if not valid_name(name):
         raise ConfigError(f"{source}: name must be letters, digits, '-' or '_', got {name!r}; rename it")
-    trials, seed = top.get("trials", 16), top.get("seed", 0)
-    _positive_int(trials, source, "trials")
+    seed = top.get("seed", 0)
     if not isinstance(seed, int) or isinstance(seed, bool):
         raise ConfigError(f"{source}: seed must be an integer, got {seed!r}")
-    search = _search(top.get("search"), source)
     scheduler = _section(SchedulerConfig, top.get("scheduler"), source, "scheduler")
     gate = _section(GateConfig, top.get("gate"), source, "gate")
     if gate.epoch > scheduler.max_epochs:
@@ -151,14 +149,19 @@ def parse_space(values: Any, source: str) -> SweepSpace:
         raise ConfigError(f"{source}: run.train.epochs is set by scheduler.max_epochs; remove it from run.train")
     run = TrainingRecipe.from_dict(run_values, source=f"{source}: run").replace("train", epochs=scheduler.max_epochs)
     run = _pinned(run, resources, source)
+    search = parse_search(top.get("search"), run, source)
+    sampler = top.get("sampler", "tpe")
+    trials = top.get("trials", grid_size(search, source) if sampler == "grid" else 16)
+    _positive_int(trials, source, "trials")
+    check_sampler(sampler, search, trials, source)
     points = top.get("initial") or []
     if not isinstance(points, list):
         raise ConfigError(f"{source}: initial must be a list of configurations, e.g. "
                           "[{learning_rate: 5e-5, weight_decay: 1e-4, batch_size: 512}]")
-    initial = tuple(_initial(point, search, source, i) for i, point in enumerate(points))
+    initial = tuple(_initial(point, search, run, source, i) for i, point in enumerate(points))
     confirm = _confirm(top.get("confirm"), trials, run.train.seed, source)
     notify = parse_notify(top.get("notify"), source)
-    return SweepSpace(name, trials, seed, search, initial, scheduler, gate, resources, run, confirm, notify)
+    return SweepSpace(name, trials, seed, search, initial, scheduler, gate, resources, run, confirm, notify, sampler)
 
 
 def _confirm(values: Any, trials: int, base_seed: int, source: str) -> ConfirmConfig | None:
@@ -188,58 +191,26 @@ def _pinned(run: TrainingRecipe, resources: ResourceConfig, source: str) -> Trai
     return run.replace("train", device=device, threads=threads)
 
 
-def _search(values: Any, source: str) -> dict[str, FloatRange | Choice]:
-    search = _mapping(values, source, "search", tuple(SEARCHABLE))
-    if not search:
-        raise ConfigError(f"{source}: search is empty; give at least one of {', '.join(SEARCHABLE)}")
-    parsed: dict[str, FloatRange | Choice] = {}
-    for key, spec in search.items():
-        where = f"search.{key}"
-        if isinstance(spec, dict) and "choices" in spec:
-            _mapping(spec, source, where, ("choices",))
-            choices = spec["choices"]
-            if not isinstance(choices, list) or not choices:
-                raise ConfigError(f"{source}: {where}.choices must be a non-empty list, got {choices!r}")
-            if key == "batch_size" and not all(isinstance(c, int) and not isinstance(c, bool) and c > 0
-                                               for c in choices):
-                raise ConfigError(f"{source}: {where}.choices must be positive integers, got {choices!r}")
-            if key != "batch_size" and not all(c in train_rule(key) for c in choices):
-                raise ConfigError(f"{source}: {where}.choices must be numbers {train_rule(key)}, got {choices!r}")
-            parsed[key] = Choice(tuple(choices))
-            continue
-        spec = _mapping(spec, source, where, ("low", "high", "log"))
-        if key == "batch_size":
-            raise ConfigError(f"{source}: {where} must be a choice list, e.g. {{choices: [128, 256, 512]}}")
-        low, high, log = spec.get("low"), spec.get("high"), spec.get("log", False)
-        if not isinstance(log, bool):
-            raise ConfigError(f"{source}: {where}.log must be true or false, got {log!r}")
-        if not (finite_number(low) and finite_number(high)):
-            raise ConfigError(f"{source}: {where} needs numeric low and high, got low={low!r}, high={high!r}")
-        if low >= high:
-            raise ConfigError(f"{source}: {where}: low {low} must be below high {high}; swap or widen them")
-        if log and low <= 0:
-            raise ConfigError(f"{source}: {where}: a log scale needs low > 0, got {low}; use a positive low")
-        if not (low in train_rule(key) and high in train_rule(key)):
-            raise ConfigError(f"{source}: {where}: low and high must lie {train_rule(key)}, got {low} and {high}")
-        parsed[key] = FloatRange(float(low), float(high), log)
-    return parsed
-
-
-def _initial(point: Any, search: dict[str, FloatRange | Choice], source: str, i: int) -> dict[str, Any]:
+def _initial(point: Any, search: dict[str, Spec], run: TrainingRecipe, source: str, i: int) -> dict[str, Any]:
     point = _mapping(point, source, f"initial[{i}]", tuple(search))
     for key, value in point.items():
-        spec = search[key]
-        inside = any(value == c and type(value) is type(c) for c in spec.choices) if isinstance(spec, Choice) \
-            else finite_number(value) and spec.low <= value <= spec.high
-        if not inside:
+        if not _inside(value, search[key]):
             raise ConfigError(f"{source}: initial[{i}].{key} = {value!r} lies outside search.{key}; "
                               "widen the space or change the point")
+    try:
+        with_searched(run, point)
+    except ConfigError as exc:
+        raise ConfigError(f"{source}: initial[{i}] is a combination the recipe refuses ({exc}); change the point") \
+            from None
     return point
 
 
-def train_rule(key: str) -> Interval:
-    """The rule TrainConfig holds the searched setting `key` (learning_rate, weight_decay) to."""
-    return TRAIN_BOUNDS[SEARCHABLE[key]]
+def _inside(value: Any, spec: Spec) -> bool:
+    if isinstance(spec, Choice):
+        return any(value == c and type(value) is type(c) for c in spec.choices)
+    if isinstance(spec, IntRange):
+        return isinstance(value, int) and not isinstance(value, bool) and value in spec.values()
+    return finite_number(value) and spec.low <= value <= spec.high
 
 
 def _section(kind: type, values: Any, source: str, where: str):

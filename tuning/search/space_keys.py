@@ -17,10 +17,10 @@ from typing import Any
 
 import yaml
 
-from tuning.search import space as space_module
 from tuning.search.field_comments import field_comments
 from tuning.search.overrides import with_sets
 from tuning.search.recipe import SECTIONS, TrainingRecipe
+from tuning.search.searchable import ALIASES, searchable_settings
 from tuning.search.space import SweepSpace, parse_space
 from tuning.yaml_io import ConfigError
 
@@ -83,15 +83,13 @@ def space_keys() -> tuple[SpaceKey, ...]:
 
 
 def search_names() -> dict[str, tuple[str, ...]]:
-    """{run.<section>.<field>: the names under `search:` that search it}: tuning/search/space.py's
-    searchable_keys() where it has one, else its SEARCHABLE names (learning_rate -> run.train.lr)."""
-    aliases = getattr(space_module, "SEARCHABLE", {})
-    listed = getattr(space_module, "searchable_keys", None)
-    names = tuple(listed()) if callable(listed) else tuple(aliases)
+    """{run.<section>.<field>: the names under `search:` that search it}: its short name where it has one
+    (learning_rate -> run.train.lr), then its dotted name (tuning/search/searchable.py)."""
     found: dict[str, list[str]] = {}
-    for name in names:
-        target = aliases.get(name, name)
-        found.setdefault(f"run.{target if '.' in target else 'train.' + target}", []).append(name)
+    for alias, name in ALIASES.items():
+        found.setdefault(f"run.{name}", []).append(alias)
+    for name in searchable_settings():
+        found.setdefault(f"run.{name}", []).append(name)
     return {key: tuple(value) for key, value in found.items()}
 
 

@@ -44,7 +44,8 @@ def run_confirmation(ledger_path: Path, space: SweepSpace, setup: TrialSetup, pl
     runs = confirmation_runs(ledger_path, space)
     if not runs:
         return
-    setup = dataclasses.replace(setup, fold_datasets=_fold_datasets(space, runs, data_path))
+    if setup.bars is None:  # with bars, each run's workers build its fold's Dataset (tuning/sweep/trainable.py)
+        setup = dataclasses.replace(setup, fold_datasets=_fold_datasets(space, runs, data_path))
     trainable = ray.tune.with_resources(ray.tune.with_parameters(run_trial, setup=setup), TRIAL_DRIVER_RESOURCES)
     # Every run to its last epoch: a gate with no threshold, so only a non-finite loss stops one early.
     open_gate = dataclasses.replace(space, gate=GateConfig(epoch=space.gate.epoch))

@@ -2,7 +2,8 @@
 
 The probe runs as one Ray task with a trial worker's own resources (so on a GPU node when
 trials use GPUs), measures the peak memory of training at each candidate batch size
-(model/step_memory.py: fit itself on one batch), and the sweep drops from its space the batch
+(model/step_memory.py: fit itself on one batch) of the largest configuration the space can sample
+(tuning/search/largest.py: its largest window, width and depth), and the sweep drops from its space the batch
 sizes whose peak exceeds the budget:
   GPU: the worker's share of its GPU (gpus_per_trial / workers x the GPU's memory), less
        the CUDA context each worker process holds (model/step_memory.CUDA_CONTEXT_BYTES);
@@ -22,6 +23,7 @@ from typing import Any
 
 from model.step_memory import CUDA_CONTEXT_BYTES, MB, MemoryProbeError, step_peak_bytes
 from tuning.errors import UsageError
+from tuning.search.largest import largest_run
 from tuning.search.recipe import TrainingRecipe
 from tuning.search.resources import ResourceError, TrialPlan
 from tuning.search.space import Choice, SweepSpace
@@ -146,8 +148,13 @@ def run_probe(space: SweepSpace, dataset: Any, plan: TrialPlan, budget_mb: float
     task = ray.remote(measure).options(num_cpus=resources.pop("CPU"), num_gpus=resources.pop("GPU", 0),
                                        resources=resources, max_retries=0)
     budget = None if budget_mb is None else int(budget_mb * MB)
+    run = largest_run(space.search, space.run)  # the largest model and window a trial may get: it must fit too
+    if run.data != space.run.data:
+        from model.data import load_dataset
+
+        dataset = load_dataset(dataset.summary["path"], run.data)
     try:
-        return ray.get(task.remote(space.run.to_dict(), dataset, candidate_batch_sizes(space), plan.workers, budget,
+        return ray.get(task.remote(run.to_dict(), dataset, candidate_batch_sizes(space), plan.workers, budget,
                                    plan.gpus_per_worker))
     except ray.exceptions.RayError as exc:
         cause = getattr(exc, "cause", None) or exc

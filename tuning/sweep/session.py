@@ -36,6 +36,7 @@ import ray
 import ray.tune
 
 from model.atomic import write_text_atomic
+from model.bars import read_bars
 from model.data import Dataset, load_dataset
 from model.training import data_identity
 from tuning.bars_file import bars_identity
@@ -48,7 +49,7 @@ from tuning.search.ledger import Ledger, TrialRecord
 from tuning.search.resources import HEAD_RESOURCE, TRIAL_DRIVER_RESOURCES, TrialPlan, fullest_plan
 from tuning.search.scheduler import GatedASHA
 from tuning.search.searcher import fail_lost_trials, make_searcher
-from tuning.search.space import SweepSpace, parse_space
+from tuning.search.space import SweepSpace, parse_space, searches_data, with_params
 from tuning.sweep import orphan_groups
 from tuning.sweep.confirmation import confirmation_runs, record_in_study, run_confirmation
 from tuning.sweep.manifest import SweepManifest
@@ -297,6 +298,7 @@ def _one_look(paths: SweepPaths, space: SweepSpace, data: Dataset,
     if chosen is None:
         return None, None
     try:
+        data = data_of(space, data, chosen.params)
         return look_at_test_segment(paths.folder, paths.ray_storage, f"{paths.sweep_storage}/train", chosen, data,
                                     seed_members(records, chosen), initial_trial(records, space), trials), None
     except Exception as exc:  # noqa: BLE001 - the sweep's results stand without it; say why it is missing
@@ -318,10 +320,17 @@ def end_lost_trials(paths: SweepPaths) -> None:
         note(f"optuna: could not end the trials a killed driver left running ({first_line(exc)})")
 
 
+def data_of(space: SweepSpace, data: Dataset, params: dict[str, Any]) -> Dataset:
+    """The Dataset a trial with these parameters trained on: the sweep's, unless it searched data settings."""
+    config = with_params(space.run, params).data
+    return data if config == space.run.data else load_dataset(data.summary["path"], config)
+
+
 def _trial_setup(paths: SweepPaths, space: SweepSpace, data: Dataset, plan: TrialPlan) -> TrialSetup:
     """What every trial shares, the data put in the object store once."""
+    bars = ray.put(read_bars(data.summary["path"], space.run.data.columns)) if searches_data(space) else None
     return TrialSetup(run=space.run.to_dict(), dataset=ray.put(data), plan=plan, relay=start_relay(),
-                      storage=f"{paths.sweep_storage}/train",
+                      storage=f"{paths.sweep_storage}/train", bars=bars,
                       max_failures=space.resources.max_failures,
                       finished={k: r.final_result() for k, r in Ledger(paths.folder / LEDGER).records.items()})
 

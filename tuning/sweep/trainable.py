@@ -20,12 +20,14 @@ import ray
 import ray.train
 import ray.tune
 
+from tuning.search.gate import INVALID
 from tuning.search.recipe import TrainingRecipe
 from tuning.search.resources import TrialPlan
 from tuning.search.space import with_params
 from tuning.sweep.relay_callback import RelayReports
 from tuning.sweep.report_relay import fit_reporting_to_tune
 from tuning.sweep.trial_trainer import trial_trainer
+from tuning.yaml_io import ConfigError
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,9 @@ class TrialSetup:
     finished: dict[str, dict[str, Any]] = field(default_factory=dict)
     # Confirmation runs on walk-forward folds past the first (tuning/sweep/confirmation.py): fold -> its Dataset.
     fold_datasets: dict[int, ray.ObjectRef] = field(default_factory=dict)
+    # The bars, read once, when the space searches data settings (data.window, ...): each trial's workers build
+    # its own Dataset from them (model/data.py dataset_from_bars); None: every trial shares `dataset`.
+    bars: ray.ObjectRef | None = None
 
 
 def run_trial(params: dict[str, Any], setup: TrialSetup) -> None:
@@ -52,12 +57,16 @@ def run_trial(params: dict[str, Any], setup: TrialSetup) -> None:
     if trial_id in setup.finished:
         ray.tune.report(setup.finished[trial_id])
         return
-    run = with_params(TrainingRecipe.from_dict(setup.run), params)
+    try:
+        run = with_params(TrainingRecipe.from_dict(setup.run), params)
+    except ConfigError as exc:  # a combination the recipe refuses (a headdim not dividing this d_model's width)
+        ray.tune.report(invalid_result(str(exc)))  # ends as `invalid` before any worker starts: not a failure
+        return
     if setup.plan.gpus_per_worker == 0:  # Ray does not hide GPUs from a worker that reserved none
         run = run.replace("train", device="cpu")
     trainer = trial_trainer(
         train_loop,
-        {"run": run.to_dict(), "dataset": setup.fold_datasets.get(run.data.fold, setup.dataset),
+        {"run": run.to_dict(), "dataset": setup.fold_datasets.get(run.data.fold, setup.dataset), "bars": setup.bars,
          "storage": setup.storage, "trial_id": trial_id, "relay": setup.relay},
         setup.plan,
         ray.train.RunConfig(
@@ -70,6 +79,12 @@ def run_trial(params: dict[str, Any], setup: TrialSetup) -> None:
             checkpoint_config=ray.train.CheckpointConfig(num_to_keep=2)),
     )
     fit_reporting_to_tune(trainer.fit, setup.relay, trial_id, ray.tune.report)
+
+
+def invalid_result(why: str) -> dict[str, Any]:
+    """The one result of a trial whose sampled combination the recipe refuses: Tune requires the metric, which
+    is infinite (no model was trained); the scheduler stops it and the searcher tells Optuna PRUNED."""
+    return {INVALID: why, "epoch": 0, "val_loss": float("inf"), "best_val_loss": float("inf")}
 
 
 def train_loop(config: dict[str, Any]) -> None:

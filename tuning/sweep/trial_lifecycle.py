@@ -20,7 +20,7 @@ from ray.tune.experiment import Trial
 
 from tuning.progress import EpochEnded, TrialEnded, TrialStarted, publish
 from tuning.search.finalists import CONFIRM, SEARCH
-from tuning.search.gate import stop_reason
+from tuning.search.gate import INVALID, stop_reason
 from tuning.search.ledger import Ledger, TrialRecord
 from tuning.search.space import SweepSpace, searched
 from tuning.sweep.orphan_groups import OrphanGroups
@@ -107,7 +107,7 @@ class SweepCallback(ray.tune.Callback):
             # a stop comes at this result or a later one: the snapshots of earlier best epochs are done with
             prune_best_snapshots(self.fs, self._train_storage, trial.trial_id,
                                  result["best_epoch"])
-        if "epoch" in result and "val_loss" in result:
+        if "epoch" in result and "val_loss" in result and INVALID not in result:
             publish(EpochEnded(trial.trial_id, int(result["epoch"]), float(result["val_loss"])))
         with never_stops_the_sweep("an epoch", trial.trial_id):
             log_trial_epoch(self.tracking, trial.trial_id, dict(trial.config), result)
@@ -127,7 +127,8 @@ class SweepCallback(ray.tune.Callback):
         else:
             end = self._new_end(trial, errored, staging, ledger)
             running = sum(t.status == Trial.RUNNING and t is not trial for t in trials)
-            publish(TrialEnded(end.record, running, end.finished, _error_line(trial) if errored else None))
+            why = _error_line(trial) if errored else (trial.last_result or {}).get(INVALID)  # invalid: the refusal
+            publish(TrialEnded(end.record, running, end.finished, why))
         with never_stops_the_sweep("the end", trial.trial_id):
             end_trial(self.tracking, dict(trial.config), end)
         if self.storage:

@@ -22,6 +22,7 @@ import ray
 import ray.train
 
 from model.atomic import write_text_atomic
+from model.data import Dataset, dataset_from_bars
 from model.train import fit
 from tuning.search.recipe import TrainingRecipe
 from tuning.sweep.trial_files import HISTORY, save_best_snapshot, storage_filesystem
@@ -32,7 +33,7 @@ CHECKPOINT_FILES = ("last.pt", "best.pt", HISTORY)
 def train_worker(config: dict[str, Any]) -> None:
     """Ray Train worker: fit() with its reports going to Ray Train, resuming from the latest checkpoint."""
     run = TrainingRecipe.from_dict(config["run"])
-    data = ray.get(config["dataset"])  # zero-copy views of the object store's arrays
+    data = worker_dataset(config, run)
     rank = ray.train.get_context().get_world_rank()
     storage, trial_id = config.get("storage"), config.get("trial_id")
     if rank == 0 and config.get("relay") is not None:  # the run's placement group, for the relay to give back
@@ -66,6 +67,15 @@ def train_worker(config: dict[str, Any]) -> None:
             ray.train.report({**last, "epoch": result.stop_epoch, "train_loss": math.nan, "val_loss": math.nan})
     finally:
         shutil.rmtree(local, ignore_errors=True)
+
+
+def worker_dataset(config: dict[str, Any], run: TrainingRecipe) -> Dataset:
+    """The trial's Dataset: the sweep's shared one (zero-copy views of the object store's arrays), or, when the
+    space searches data settings, built here from the sweep's bars with this trial's (the same fold rules)."""
+    if config.get("bars") is None:
+        return ray.get(config["dataset"])
+    shared = ray.get(config["dataset"])
+    return dataset_from_bars(ray.get(config["bars"]), run.data, shared.summary["path"])
 
 
 def _restore_latest(local: Path) -> bool:

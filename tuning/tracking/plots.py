@@ -19,7 +19,7 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 from tuning.search.ledger import TrialRecord  # noqa: E402
 
 REASON_COLOURS = {"completed": "tab:green", "asha": "tab:orange", "gate": "tab:red", "nan": "tab:purple",
-                  "error": "tab:gray"}
+                  "error": "tab:gray", "invalid": "tab:olive"}
 HYPERPARAMETERS = (("learning_rate", True), ("weight_decay", True), ("batch_size", True))  # (name, log axis)
 
 

@@ -40,14 +40,17 @@ from tuning.search.best_config import train_command, write_best_config
 from tuning.search.finalists import Unconfirmed, winner
 from tuning.search.importance import Importances
 from tuning.search.ledger import TrialRecord, best_record, leaderboard
-from tuning.search.space import SEARCHABLE, Choice, SweepSpace, searched, with_params
+from tuning.search.param_text import other_params_text
+from tuning.search.searchable import resolve
+from tuning.search.space import Choice, SweepSpace, searched, with_params
 from tuning.tracking.lineage import BarsInput, bars_input
 from tuning.tracking.log import SWEEP_KEY, TrackingLog, note
 from tuning.tracking.ops import KEY_TAG, LOOKS_MARKER, SWEEP_TAG
 from tuning.tracking.plots import importance_bars, loss_by_hyperparameter, loss_curve, sweep_curves
 from tuning.tracking.store import EPOCH_METRICS, TrackingStore, first_line
 
-RUN_STATUS = {"completed": "FINISHED", "asha": "FINISHED", "gate": "FINISHED", "nan": "FAILED", "error": "FAILED"}
+RUN_STATUS = {"completed": "FINISHED", "asha": "FINISHED", "gate": "FINISHED", "nan": "FAILED", "error": "FAILED",
+              "invalid": "FINISHED"}
 TEST_METRICS = ("test_loss", "baseline_har", "baseline_persistence", "baseline_mean", "n_test")  # of test.json
 LOOK_TAG = "mamba_tune.test_look"  # done | failed: <why>
 CLOSE_TIMEOUT_S = 60.0  # how long the end of a sweep waits for an unreachable store before spooling
@@ -186,12 +189,14 @@ class TrialEnd:
 def open_trial(t: SweepTracking, trial_id: str, params: dict[str, Any]) -> None:
     """The trial's nested run: its parameters and the fixed settings of its training."""
     run = with_params(t.space.run, params)
+    chosen = {resolve(key).name for key in searched(params)}  # e.g. train.lr for learning_rate
     fixed = {f"{section}.{k}": v for section, values in run.to_dict().items() for k, v in values.items()
-             if not (section == "train" and k in SEARCHABLE.values())}
+             if f"{section}.{k}" not in chosen}
     stage = "confirm" if "finalist" in params else "search"  # a confirmation run (tuning/search/finalists.py)
+    other = other_params_text(params)
     name = (f"{trial_id} lr {params.get('learning_rate', 0):.2e} wd {params.get('weight_decay', 0):.1e} "
-            f"bs {params.get('batch_size', '-')}") + (f" confirm seed {run.train.seed} fold {run.data.fold}"
-                                                       if stage == "confirm" else "")
+            f"bs {params.get('batch_size', '-')}") + (f" {other}" if other else "") + \
+        (f" confirm seed {run.train.seed} fold {run.data.fold}" if stage == "confirm" else "")
     tags = {"trial_id": trial_id, "mamba_tune.role": "trial", "mamba_tune.stage": stage,
             "mamba_tune.seed": run.train.seed, "mamba_tune.fold": run.data.fold,
             **({"mamba_tune.finalist": params["finalist"]} if stage == "confirm" else {})}
@@ -262,7 +267,9 @@ def _space_params(space: SweepSpace) -> dict[str, Any]:
         if isinstance(dim, Choice):
             params[f"search.{name}"] = f"choice {list(dim.choices)}"
         else:
-            params[f"search.{name}"] = f"{'log' if dim.log else ''}uniform [{dim.low:g}, {dim.high:g}]"
+            step = f" step {dim.step:g}" if getattr(dim, "step", None) not in (None, 1) else ""
+            params[f"search.{name}"] = f"{'log' if dim.log else ''}uniform [{dim.low:g}, {dim.high:g}]{step}"
+    params["sampler"] = space.sampler
     params.update({f"scheduler.{k}": v for k, v in space.scheduler.__dict__.items()})
     params.update({f"gate.{k}": v for k, v in space.gate.__dict__.items() if v is not None})
     params.update({f"resources.{k}": v for k, v in space.resources.__dict__.items() if v is not None})

@@ -37,12 +37,27 @@ def test_space_show_prints_the_space_sweep_would_run_with_its_sets(capsys):
     assert expected.scheduler.max_epochs == 20 and expected.run.model.d_model == 64 and "threshold: 2.5" in out
 
 
+def test_space_show_takes_dotted_search_entries_and_a_sampler_from_sets(capsys):
+    pairs = ["search.model.d_model={choices: [32, 64]}", "search.data.window.low=32", "search.data.window.high=96",
+             "search.data.window.step=32", "sampler=random"]
+    assert main(["space", "show", str(SMOKE), *sum((["--set", p] for p in pairs), [])]) == 0
+    shown = parse_space(parse_yaml(capsys.readouterr().out, "shown"), str(SMOKE))
+    assert shown.sampler == "random" and shown.search["model.d_model"].choices == (32, 64)
+    assert list(shown.search["data.window"].values()) == [32, 64, 96]
+
+
 @pytest.mark.parametrize(("args", "starts"), [
     (("space", "show", "search_spaces/missing.yaml"), "search_spaces/missing.yaml: cannot read the search space"),
     (("space", "show", str(SMOKE), "--set", "scheduler"), "--set 'scheduler' is not KEY=VALUE"),
     (("space", "show", str(SMOKE), "--set", "scheduler.bogus=1"), f"{SMOKE} (with --set scheduler.bogus=1): unknown "
                                                                     "key 'bogus' in scheduler"),
     (("space", "show", str(SMOKE), "--set", "scheduler.grace_period=99"), f"{SMOKE} (with --set "),
-], ids=["missing-file", "not-key-value", "unknown-key", "invalid-value"])
+    (("space", "show", str(SMOKE), "--set", "search.model.width.choices=[1]"), f"{SMOKE} (with --set search.model."
+                                                                                "width.choices=[1]): search: unknown "
+                                                                                "search key 'model.width'; allowed: "),
+    (("space", "show", str(SMOKE), "--set", "search.train.seed.choices=[1, 2]"), f"{SMOKE} (with --set search.train."
+                                                                                 "seed.choices=[1, 2]): search: train."
+                                                                                 "seed cannot be searched"),
+], ids=["missing-file", "not-key-value", "unknown-key", "invalid-value", "unknown-search-key", "set-by-the-sweep"])
 def test_space_show_bad_input_is_one_line_and_exit_2(args, starts):
     assert_one_line_error(run_cli(*args), starts)

@@ -40,3 +40,12 @@ def test_with_sets_refuses_what_cannot_be_set_in_one_line(pairs, match):
 def test_described_names_the_file_and_its_sets():
     assert described("smoke.yaml", ["a=1", "b.c=2"]) == "smoke.yaml (with --set a=1 --set b.c=2)"
     assert described("smoke.yaml", []) == "smoke.yaml"
+
+
+def test_with_sets_reaches_a_search_entry_by_its_dotted_name_whole_or_one_key_of_it():
+    values = {"search": {"model.d_model": {"choices": [32, 64]}}}
+    sets = parse_sets(["search.model.d_model.choices=[64, 128]", "search.data.window={low: 32, high: 96, step: 32}",
+                       "search.data.window.high=128", "sampler=grid"])
+    assert with_sets(values, sets) == {"search": {"model.d_model": {"choices": [64, 128]},
+                                                  "data.window": {"low": 32, "high": 128, "step": 32}},
+                                       "sampler": "grid"}

@@ -11,7 +11,6 @@ import pytest
 
 from model.train_config import BOUNDS
 from tests.cli import ROOT
-from tuning.search import space as space_module
 from tuning.search.field_comments import field_comments
 from tuning.search.overrides import with_sets
 from tuning.search.recipe import TrainingRecipe
@@ -125,13 +124,13 @@ def test_search_names_map_each_searchable_name_to_a_listed_run_key():
     assert BY_KEY["scheduler.max_epochs"].searchable == ""
 
 
-def test_search_names_take_the_spaces_searchable_keys_where_it_has_them(monkeypatch):
-    monkeypatch.setattr(space_module, "searchable_keys", lambda: ("learning_rate", "model.d_model", "data.window"),
-                        raising=False)
-    assert search_names() == {"run.train.lr": ("learning_rate",), "run.model.d_model": ("model.d_model",),
-                              "run.data.window": ("data.window",)}
-    assert {key.key for key in space_keys() if key.searchable} == {"run.train.lr", "run.model.d_model",
-                                                                    "run.data.window"}
+def test_search_names_give_each_setting_its_short_name_then_its_dotted_one_and_none_the_sweep_sets():
+    names = search_names()
+    assert names["run.train.lr"] == ("learning_rate", "train.lr")
+    assert names["run.model.d_model"] == ("model.d_model",) and names["run.data.window"] == ("data.window",)
+    assert not {"run.train.epochs", "run.train.seed", "run.data.fold", "run.data.target", "run.model.n_features",
+                "run.data.columns", "run.train.betas"} & set(names)
+    assert BY_KEY["run.model.d_model"].searchable == "model.d_model" and BY_KEY["run.train.betas"].searchable == ""
 
 
 def test_refused_keys_name_run_train_epochs_with_the_parsers_reason():

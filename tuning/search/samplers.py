@@ -1,0 +1,92 @@
+"""The space's `sampler:`, Optuna's own samplers behind the sweep's searcher (tuning/search/searcher.py).
+
+  tpe      the default: multivariate TPE with a constant liar (several trials run at once), random first trials
+  random   uniform over the space
+  gp       Gaussian-process Bayesian optimisation (Optuna's GPSampler; imports torch in the driver)
+  cmaes    CMA-ES over the numeric settings, choices sampled at random (needs the `cmaes` package)
+  grid     every combination of the entries' values once: each entry a choice list, an int range or a float
+           range with step; `trials` unset runs the whole grid
+Every sampler is seeded by the space's `seed`. The sampler is recorded in MLflow (the sweep's `sampler` param)
+and in the study (its `sampler` user attribute).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import math
+from typing import Any
+
+import optuna
+
+from tuning.search.search_section import Choice, FloatRange, IntRange, Spec
+from tuning.yaml_io import ConfigError
+
+SAMPLERS = ("tpe", "random", "gp", "cmaes", "grid")
+
+
+def check_sampler(name: Any, search: dict[str, Spec], trials: int, source: str) -> None:
+    """Refuse an unknown sampler, cmaes without its package, and a grid that cannot be one or has fewer points
+    than `trials`; raises ConfigError."""
+    if name not in SAMPLERS:
+        raise ConfigError(f"{source}: sampler must be one of {', '.join(SAMPLERS)}, got {name!r}")
+    if name == "cmaes" and importlib.util.find_spec("cmaes") is None:
+        raise ConfigError(f"{source}: sampler cmaes needs the cmaes package, which is not installed; "
+                          "pip install cmaes, or choose another sampler")
+    if name == "grid" and trials > grid_size(search, source):
+        raise ConfigError(f"{source}: trials {trials} is more than the grid's {grid_size(search, source)} "
+                          "combinations, which would run some twice; lower trials or leave it unset")
+
+
+def grid_size(search: dict[str, Spec], source: str) -> int:
+    """How many combinations the grid of the search entries holds; raises ConfigError for a continuous entry."""
+    return math.prod(len(values) for values in grid_values(search, source).values())
+
+
+def grid_values(search: dict[str, Spec], source: str) -> dict[str, list[Any]]:
+    """Each entry's values on the grid: its choices, its int range, or its float range at each step."""
+    values = {}
+    for key, spec in search.items():
+        if isinstance(spec, Choice):
+            values[key] = list(spec.choices)
+        elif isinstance(spec, IntRange):
+            values[key] = list(spec.values())
+        elif isinstance(spec, FloatRange) and spec.step:
+            count = int((spec.high - spec.low) / spec.step + 1e-9) + 1
+            values[key] = [spec.low + i * spec.step for i in range(count)]
+        else:
+            raise ConfigError(f"{source}: sampler grid needs search.{key} to be a choice list or a range with "
+                              "step, it is a continuous range; give it a step or choices")
+    return values
+
+
+def make_sampler(name: str, search: dict[str, Spec], trials: int, seed: int) -> optuna.samplers.BaseSampler:
+    """The seeded Optuna sampler the space names (its values were checked when the space was loaded)."""
+    startup = max(2, min(10, trials // 4))  # random trials before a model-based sampler takes over
+    if name == "random":
+        return optuna.samplers.RandomSampler(seed=seed)
+    if name == "gp":
+        return optuna.samplers.GPSampler(seed=seed, n_startup_trials=startup)
+    if name == "cmaes":
+        return optuna.samplers.CmaEsSampler(seed=seed, n_startup_trials=startup, warn_independent_sampling=False)
+    if name == "grid":
+        return SweepGridSampler(grid_values(search, "space"), seed=seed)
+    return optuna.samplers.TPESampler(
+        seed=seed, n_startup_trials=startup,
+        multivariate=True, constant_liar=True,  # several trials run at once: do not sample the same point twice
+    )
+
+
+class SweepGridSampler(optuna.samplers.GridSampler):
+    """Optuna's grid, asked and told by Ray Tune's searcher, with no `study.optimize` running: the space's trial
+    count (the grid's size) ends the search. Optuna's own calls study.stop() once the grid is done, which raises
+    outside optimize and would end the last trial as an error."""
+
+    def after_trial(self, study: Any, trial: Any, state: Any, values: Any) -> None:
+        return None
+
+
+def grid_points(search: dict[str, Spec]) -> list[dict[str, Any]]:
+    """Every combination of the grid, in order (for tests and the docs)."""
+    values = grid_values(search, "space")
+    return [dict(zip(values, combination, strict=True)) for combination in itertools.product(*values.values())]
