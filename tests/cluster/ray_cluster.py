@@ -88,11 +88,14 @@ class RayCluster:
         self.env = {**os.environ, AUTH_MODE: "token", "RAY_USAGE_STATS_ENABLED": "0",
                     "RAY_TRAIN_ENABLE_STATE_TRACKING": "1"}  # the dashboard's Train runs: which node ran which attempt
 
-    def start_head(self, cpus: int, timeout_s: float = 120) -> None:
+    def start_head(self, cpus: int, timeout_s: float = 120, autoscaling_config: Path | None = None) -> None:
+        """`autoscaling_config`: the file the head's autoscaler monitor runs with (`ray start --autoscaling-config`)."""
         subprocess.run([RAY, "get-auth-token", "--generate"], check=True, capture_output=True, env=self.env)
+        autoscaler = [f"--autoscaling-config={autoscaling_config}"] if autoscaling_config else []
         self._start("head", ["--head", f"--port={self.port}", "--dashboard-host=127.0.0.1",
                              f"--dashboard-port={self.dashboard_port}", "--include-dashboard=true",
-                             f"--num-cpus={cpus}", "--num-gpus=0", f"--temp-dir={self.temp_dir}"], timeout_s=timeout_s)
+                             f"--num-cpus={cpus}", "--num-gpus=0", f"--temp-dir={self.temp_dir}", *autoscaler],
+                    timeout_s=timeout_s)
         self.address = f"{self.alive_nodes()[0].node_ip}:{self.port}"  # where the GCS listens
 
     def add_node(self, name: str, cpus: int, resources: dict[str, float] | None = None, hidden: Path | None = None,

@@ -15,6 +15,7 @@ import yaml
 from tests.deploy.kuberay_fields import manifest_unknown_fields, model_unknown_fields
 from tuning.cli.main import build_parser
 from tuning.cluster.autoscaler import autoscaled_nodes
+from tuning.cluster.ray_autoscaler_api import node_types_of_raycluster
 from tuning.search.resources import gpus_on
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -52,7 +53,6 @@ def test_kuberay_manifests_use_only_fields_kuberay_and_kubernetes_have(cluster, 
     assert manifest_unknown_fields(cluster) == []
     assert manifest_unknown_fields(job) == []
     extras = documents("raycluster.yaml")
-    assert model_unknown_fields(extras["ConfigMap"], "V1ConfigMap", "ConfigMap") == []
     assert model_unknown_fields(extras["PersistentVolumeClaim"], "V1PersistentVolumeClaim", "PVC") == []
 
 
@@ -97,27 +97,22 @@ def test_kuberay_ray_version_is_the_locked_ray(cluster):
         assert cluster["spec"]["rayVersion"] == locked, lock
 
 
-def node_types_mirror(cluster: dict) -> dict:
-    """The sweep's view of the launchable nodes, derived from the RayCluster's worker groups as KubeRay reads them
-    (Ray's CPU and GPU from each container's limits, up to maxReplicas pods)."""
-    types = {"head": {"resources": {"CPU": 0}}}
+def test_kuberay_sweep_plans_for_the_gpu_pods_the_autoscaler_may_add(cluster):
+    """The worker groups as KubeRay's autoscaler reads the RayCluster (Ray's own derivation, which the sweep reads
+    from the live cluster): with every GPU group at zero, the plan still sees their GPUs; no copy of them to keep."""
+    live = copy.deepcopy(cluster)
+    live["metadata"]["namespace"] = "default"  # the API server fills it in
+    config = node_types_of_raycluster(live)
+    types = config["available_node_types"]
+    assert list(types)[1:] == list(groups(cluster))  # in order: the plan fills them so
     for name, group in groups(cluster).items():
         limits = container(group)["resources"]["limits"]
-        types[name] = {"max_workers": group["maxReplicas"],
-                       "resources": {"CPU": int(limits["cpu"]), **({"GPU": int(limits[GPU])} if GPU in limits else {})}}
-    return {"max_workers": sum(g["maxReplicas"] for g in groups(cluster).values()), "head_node_type": "head",
-            "available_node_types": types}
-
-
-def test_kuberay_sweep_plans_for_the_gpu_pods_the_autoscaler_may_add(cluster):
-    extras = documents("raycluster.yaml")
-    mirror = yaml.safe_load(extras["ConfigMap"]["data"]["ray_bootstrap_config.yaml"])
-    assert mirror == node_types_mirror(cluster)  # the copy the sweep reads says what the RayCluster says
-    assert list(mirror["available_node_types"])[1:] == list(groups(cluster))  # in order: the plan fills them so
-    assert gpus_on([[], autoscaled_nodes(mirror)]) == 8 * 1 + 2 * 4  # with every GPU group at zero, it sees 16
-    head = container(cluster["spec"]["headGroupSpec"])
-    mounts = {m["name"]: m for m in head["volumeMounts"]}
-    assert mounts["node-types"]["mountPath"] == "/home/ray/ray_bootstrap_config.yaml"  # ~ of the image's user
+        assert types[name]["max_workers"] == group["maxReplicas"]
+        assert types[name]["resources"]["CPU"] == int(limits["cpu"])
+        assert types[name]["resources"].get("GPU", 0) == int(limits.get(GPU, 0))
+    assert gpus_on([[], autoscaled_nodes(config)]) == 8 * 1 + 2 * 4  # with every GPU group at zero, it sees 16
+    assert "ConfigMap" not in documents("raycluster.yaml")
+    assert "ray_bootstrap_config" not in (KUBERAY / "raycluster.yaml").read_text()
 
 
 def secret_names(spec: dict) -> set[str]:

@@ -147,8 +147,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     started = session.start_ray(args.address, dashboard=args.dashboard)
     _say_dashboard(session, started, args.dashboard)
     try:
-        views = session.cluster_views()  # the nodes now and, on a `ray up` cluster, fully scaled: read once
-        space_values, space = settle_gpus(space_values, space, gpus_on(views), str(args.space))
+        views = session.cluster_views()  # the nodes now and, with an autoscaler, fully scaled: read once
+        space_values, space = settle_gpus(space_values, space, gpus_on(views), str(args.space), local=started)
         plan = fullest_plan(space.resources, views)
         check_shared(paths.ray_storage)  # a node-local folder on a cluster: refused before anything is written
         probe = run_probe(space, data, plan, args.memory_budget)
@@ -231,10 +231,18 @@ def _finish(session: Any, store: Any, paths: SweepPaths, manifest: SweepManifest
     return 0
 
 
-def settle_gpus(values: dict[str, Any], space: Any, gpus: float, source: str) -> tuple[dict[str, Any], Any]:
-    """The space's values and space, with gpus_per_trial auto made 0 (said in a line) where the cluster has no GPU
-    and can launch none; a sweep that asks for no GPU where there are GPUs is warned, in one line."""
+def settle_gpus(values: dict[str, Any], space: Any, gpus: float, source: str,
+                local: bool = True) -> tuple[dict[str, Any], Any]:
+    """The space's values and space, with gpus_per_trial auto settled where the cluster has no GPU and can launch
+    none: on a Ray this sweep started (`local`, a laptop) made 0, said in a line; on a cluster it joined, refused
+    (UsageError): its GPUs may come from an autoscaler the sweep cannot read, and a sweep on CPUs would be silent.
+    A sweep that asks for no GPU where there are GPUs is warned, in one line."""
     asked = space.resources.gpus_per_trial
+    if asked == AUTO and not gpus and not local:
+        raise UsageError("resources: gpus_per_trial auto, and no node of this cluster has a GPU nor does its "
+                         "autoscaler (if any) say it can launch one; auto trains on GPUs on a cluster; set "
+                         "resources.gpus_per_trial: 0 (or --set resources.gpus_per_trial=0) to train on CPUs, or "
+                         "give the autoscaler a GPU node group (`mamba-tune doctor` shows what the sweep sees)")
     if asked == AUTO and not gpus:
         print("resources: gpus_per_trial auto, and no node of this cluster has a GPU or can launch one: "
               "trials run on CPUs", flush=True)

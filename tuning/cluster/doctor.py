@@ -14,7 +14,7 @@ from typing import Any
 
 import ray
 
-from tuning.cluster.autoscaler import launchable_nodes
+from tuning.cluster.autoscaler import autoscaled_nodes, autoscaler_node_types
 from tuning.cluster.node_probe import (
     PACKAGES,
     ProbeFailed,
@@ -57,9 +57,10 @@ def examine(storage: str, store: TrackingStore) -> list[Finding]:
     findings += _versions(nodes, facts)
     findings += _storage(storage, nodes, trial_nodes)
     findings += _tracking(store, trial_nodes, len(nodes))
-    if launchable_nodes():
-        findings.append(Finding("warn", f"this cluster launches up to {len(launchable_nodes())} worker node(s) as "
-                                "trials need them: the checks above cover the nodes up now",
+    if types := autoscaler_node_types():
+        most = len(autoscaled_nodes(types.config))
+        findings.append(Finding("warn", f"this cluster launches up to {most} worker node(s) as trials need them "
+                                f"({types.source}): the checks above cover the nodes up now",
                                 "run `mamba-tune doctor` again once a sweep has started them"))
     return findings
 

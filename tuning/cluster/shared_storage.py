@@ -9,7 +9,7 @@ from typing import Any
 
 import ray
 
-from tuning.cluster.autoscaler import AUTOSCALER_CONFIG, launchable_nodes
+from tuning.cluster.autoscaler import autoscaler_node_types
 from tuning.cluster.node_probe import ProbeFailed, alive_nodes, label, on_nodes, sees_file
 from tuning.errors import UsageError
 from tuning.sweep_files import is_uri
@@ -24,8 +24,8 @@ def not_shared_reason(storage: str, nodes: list[dict[str, Any]] | None = None) -
     """
     if is_uri(storage):
         return None
-    if launchable_nodes():
-        return (f"a folder, and this cluster launches its worker nodes as trials need them ({AUTOSCALER_CONFIG}), "
+    if types := autoscaler_node_types():
+        return (f"a folder, and this cluster launches its worker nodes as trials need them ({types.source}), "
                 "so none of them can be checked now; use a URI every node reaches (s3://BUCKET/sweeps)")
     nodes = alive_nodes() if nodes is None else nodes
     here = ray.get_runtime_context().get_node_id()

@@ -191,14 +191,15 @@ def dashboard_url() -> str | None:
 def cluster_plan(space: SweepSpace) -> TrialPlan:
     """Concurrency and per-worker resources for this cluster (raises ResourceError).
 
-    On a cluster `ray up` made, the plan is for the nodes its autoscaler may launch too, not only
-    those up now (GPU nodes that scale from zero are not up yet).
+    On a cluster with an autoscaler, the plan is for the nodes it may launch too, not only those up now
+    (GPU nodes that scale from zero are not up yet): tuning/cluster/autoscaler.py reads its node types.
     """
     return fullest_plan(space.resources, cluster_views())
 
 
 def cluster_views() -> list[list[dict[str, float]]]:
-    """The cluster's nodes (their resources) as they are now and, on a cluster `ray up` made, fully scaled."""
+    """The cluster's nodes (their resources) as they are now and, where its autoscaler's node types are found,
+    fully scaled."""
     alive = [node["Resources"] for node in ray.nodes() if node["Alive"]]
     launchable = launchable_nodes()
     if not launchable:

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tests.tuning.sweeps import space_values
 from tuning.cli.sweep import settle_gpus
+from tuning.errors import UsageError
 from tuning.search.space import parse_space
 
 
-def settle(gpus_per_trial, cluster_gpus: float):
+def settle(gpus_per_trial, cluster_gpus: float, local: bool = True):
     values = space_values(resources={"gpus_per_trial": gpus_per_trial})
-    return settle_gpus(values, parse_space(values, "s.yaml"), cluster_gpus, "s.yaml")
+    return settle_gpus(values, parse_space(values, "s.yaml"), cluster_gpus, "s.yaml", local=local)
 
 
 def test_auto_without_a_gpu_anywhere_runs_on_cpus_and_says_so(capsys):
@@ -19,6 +22,14 @@ def test_auto_without_a_gpu_anywhere_runs_on_cpus_and_says_so(capsys):
     out, err = capsys.readouterr()
     assert out == ("resources: gpus_per_trial auto, and no node of this cluster has a GPU or can launch one: "
                    "trials run on CPUs\n") and err == ""
+
+
+def test_auto_without_a_gpu_on_a_cluster_joined_is_refused_with_both_fixes(capsys):
+    with pytest.raises(UsageError, match=r"no node of this cluster has a GPU nor does its autoscaler .* set "
+                       r"resources.gpus_per_trial: 0 .* or give the autoscaler a GPU node group"):
+        settle("auto", 0, local=False)
+    assert capsys.readouterr() == ("", "")  # nothing said before the refusal
+    assert settle("auto", 2, local=False)[0]["resources"]["gpus_per_trial"] == "auto"  # GPUs there or to come
 
 
 def test_auto_with_gpus_keeps_auto_for_the_memory_probe(capsys):
