@@ -1,4 +1,5 @@
-"""The space's `sampler:`, Optuna's own samplers behind the sweep's searcher (tuning/search/searcher.py).
+"""The space's `sampler:`, Optuna's own samplers behind the sweep's searcher (tuning/search/searcher.py makes
+them; this module checks a space's choice without importing Optuna, as the command line starts without it).
 
   tpe      the default: multivariate TPE with a constant liar (several trials run at once), random first trials
   random   uniform over the space
@@ -16,8 +17,6 @@ import importlib.util
 import itertools
 import math
 from typing import Any
-
-import optuna
 
 from tuning.search.search_section import Choice, FloatRange, IntRange, Spec
 from tuning.yaml_io import ConfigError
@@ -58,32 +57,6 @@ def grid_values(search: dict[str, Spec], source: str) -> dict[str, list[Any]]:
             raise ConfigError(f"{source}: sampler grid needs search.{key} to be a choice list or a range with "
                               "step, it is a continuous range; give it a step or choices")
     return values
-
-
-def make_sampler(name: str, search: dict[str, Spec], trials: int, seed: int) -> optuna.samplers.BaseSampler:
-    """The seeded Optuna sampler the space names (its values were checked when the space was loaded)."""
-    startup = max(2, min(10, trials // 4))  # random trials before a model-based sampler takes over
-    if name == "random":
-        return optuna.samplers.RandomSampler(seed=seed)
-    if name == "gp":
-        return optuna.samplers.GPSampler(seed=seed, n_startup_trials=startup)
-    if name == "cmaes":
-        return optuna.samplers.CmaEsSampler(seed=seed, n_startup_trials=startup, warn_independent_sampling=False)
-    if name == "grid":
-        return SweepGridSampler(grid_values(search, "space"), seed=seed)
-    return optuna.samplers.TPESampler(
-        seed=seed, n_startup_trials=startup,
-        multivariate=True, constant_liar=True,  # several trials run at once: do not sample the same point twice
-    )
-
-
-class SweepGridSampler(optuna.samplers.GridSampler):
-    """Optuna's grid, asked and told by Ray Tune's searcher, with no `study.optimize` running: the space's trial
-    count (the grid's size) ends the search. Optuna's own calls study.stop() once the grid is done, which raises
-    outside optimize and would end the last trial as an error."""
-
-    def after_trial(self, study: Any, trial: Any, state: Any, values: Any) -> None:
-        return None
 
 
 def grid_points(search: dict[str, Spec]) -> list[dict[str, Any]]:

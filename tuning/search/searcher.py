@@ -29,7 +29,8 @@ from optuna.trial import TrialState
 from ray.tune.search.optuna import OptunaSearch
 
 from tuning.search.gate import stop_reason
-from tuning.search.samplers import make_sampler
+from tuning.search.samplers import grid_values
+from tuning.search.search_section import Spec
 from tuning.search.space import Choice, IntRange, SweepSpace
 
 STATES = {"completed": TrialState.COMPLETE, "asha": TrialState.PRUNED, "gate": TrialState.PRUNED,
@@ -56,6 +57,32 @@ def make_searcher(space: SweepSpace, storage_url: str, study_name: str, initial:
         points_to_evaluate=([dict(p) for p in space.initial] or None) if initial else None,
         space_config=space,
     )
+
+
+def make_sampler(name: str, search: dict[str, Spec], trials: int, seed: int) -> optuna.samplers.BaseSampler:
+    """The seeded Optuna sampler the space names (its values were checked when the space was loaded)."""
+    startup = max(2, min(10, trials // 4))  # random trials before a model-based sampler takes over
+    if name == "random":
+        return optuna.samplers.RandomSampler(seed=seed)
+    if name == "gp":
+        return optuna.samplers.GPSampler(seed=seed, n_startup_trials=startup)
+    if name == "cmaes":
+        return optuna.samplers.CmaEsSampler(seed=seed, n_startup_trials=startup, warn_independent_sampling=False)
+    if name == "grid":
+        return SweepGridSampler(grid_values(search, "space"), seed=seed)
+    return optuna.samplers.TPESampler(
+        seed=seed, n_startup_trials=startup,
+        multivariate=True, constant_liar=True,  # several trials run at once: do not sample the same point twice
+    )
+
+
+class SweepGridSampler(optuna.samplers.GridSampler):
+    """Optuna's grid, asked and told by Ray Tune's searcher, with no `study.optimize` running: the space's trial
+    count (the grid's size) ends the search. Optuna's own calls study.stop() once the grid is done, which raises
+    outside optimize and would end the last trial as an error."""
+
+    def after_trial(self, study: Any, trial: Any, state: Any, values: Any) -> None:
+        return None
 
 
 class StateAwareOptunaSearch(OptunaSearch):

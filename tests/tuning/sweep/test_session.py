@@ -119,12 +119,15 @@ def test_sweep_confirms_its_finalist_over_seeds_and_folds(finished_sweep, tmp_pa
     assert f"best: trial {finalist['trial_id']} (the confirmed winner)" in done.stdout
     study = optuna.load_study(study_name="t", storage=f"sqlite:///{storage / 't' / 'optuna.db'}")
     assert len(study.trials) == 5  # confirmation runs are not Optuna samples
+    assert study.user_attrs["sampler"] == "tpe"  # the default sampler, recorded in the study
     score = study.user_attrs[f"finalist.{finalist['trial_id']}"]
     assert score["n"] == 4 and sorted(r["trial_id"] for r in score["runs"]) == sorted(r["trial_id"] for r in runs)
     torch.testing.assert_close(score["mean"], mean, rtol=1e-12, atol=0)
 
     client = mlflow.MlflowClient(uri)
     experiment = client.get_experiment_by_name("t").experiment_id
+    (parent,) = client.search_runs([experiment], "tags.`mamba_tune.role` = 'sweep'")
+    assert parent.data.params["sampler"] == "tpe"
     for record in [finalist, *runs]:
         (run,) = client.search_runs([experiment], f"tags.trial_id = '{record['trial_id']}'")
         tags = run.data.tags
