@@ -15,6 +15,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from model.bar_times import UTC, epoch_unit_of, epochs_to_ns
+from model.bars_location import bars_location, is_remote, open_object
 from model.errors import InputError
 
 FIELDS = ("timestamp", "open", "high", "low", "close", "volume")
@@ -49,12 +50,12 @@ class Bars:
 
 
 def read_bars(path: str | Path, columns: dict[str, str] | None = None) -> Bars:
-    """Read and validate a Parquet file of bars.
+    """Read and validate a Parquet file of bars: a path, or an s3:// or gs:// URI (model/bars_location.py).
 
     columns maps our field names (timestamp, open, high, low, close, volume) to the file's
     column names, e.g. {"timestamp": "ts_event"}; other names are matched case-insensitively.
     """
-    path = Path(path)
+    path = bars_location(path)
     parquet = _open(path)
     mapping = _resolve_columns(path, parquet.schema_arrow, columns or {})
     if parquet.metadata.num_rows == 0:
@@ -94,20 +95,27 @@ def bars_from_table(table: pa.Table, source: str, columns: dict[str, str] | None
     return bars
 
 
-def _open(path: Path) -> pq.ParquetFile:
+def _open(path: str | Path) -> pq.ParquetFile:
+    if is_remote(path):
+        return _parquet(path, open_object(path), "upload one made with `mamba-tune data import FILE --out "
+                        "bars.parquet`")
     if not path.exists():
         raise DataError(f"{path}: no such file, the data must be an existing Parquet file; check the path "
                         "(or make one with `mamba-tune data synth --out PATH`)")
     if path.is_dir():
         raise DataError(f"{path}: is a directory, the data must be one Parquet file; name the file")
+    return _parquet(path, path, f"mamba-tune data import {path} --out bars.parquet")
+
+
+def _parquet(path: str | Path, source: Path | pa.NativeFile, importer: str) -> pq.ParquetFile:
     try:
-        return pq.ParquetFile(path)
+        return pq.ParquetFile(source)
     except (pa.ArrowException, OSError) as exc:
         raise DataError(f"{path}: not a Parquet file, or a truncated one ({_first_line(exc)}); a CSV, or bars of "
-                        f"another layout: mamba-tune data import {path} --out bars.parquet") from None
+                        f"another layout: {importer}") from None
 
 
-def _read(path: Path, parquet: pq.ParquetFile, name: str) -> pa.ChunkedArray:
+def _read(path: str | Path, parquet: pq.ParquetFile, name: str) -> pa.ChunkedArray:
     try:
         return parquet.read(columns=[name]).column(0)
     except (pa.ArrowException, OSError) as exc:
@@ -121,7 +129,7 @@ def _symbol_column(schema: pa.Schema, mapping: dict[str, str]) -> str | None:
     return names[0] if names else None
 
 
-def _require_one_instrument(path: Path, name: str, column: pa.ChunkedArray) -> None:
+def _require_one_instrument(path: str | Path, name: str, column: pa.ChunkedArray) -> None:
     """Bars are of one instrument: a symbol column with several values is refused, naming them."""
     symbols = sorted(str(s) for s in pc.unique(column).to_pylist() if s is not None)
     if len(symbols) > 1:
@@ -130,7 +138,7 @@ def _require_one_instrument(path: Path, name: str, column: pa.ChunkedArray) -> N
                         f"instrument; pick one: mamba-tune data import {path} --out bars.parquet --symbol {symbols[0]}")
 
 
-def _resolve_columns(path: Path, schema: pa.Schema, columns: dict[str, str]) -> dict[str, str]:
+def _resolve_columns(path: str | Path, schema: pa.Schema, columns: dict[str, str]) -> dict[str, str]:
     """Our field -> the file's column name; unknown fields and missing columns are errors."""
     unknown = sorted(set(columns) - set(FIELDS))
     if unknown:
@@ -159,7 +167,7 @@ def first_missing_row(column: pa.ChunkedArray) -> int | None:
     return int(pc.index(pc.is_null(column), True).as_py()) if column.null_count else None
 
 
-def _column(path: Path, column: pa.ChunkedArray, field: str, name: str) -> np.ndarray:
+def _column(path: str | Path, column: pa.ChunkedArray, field: str, name: str) -> np.ndarray:
     """One column as a numpy array: float64."""
     if (row := first_missing_row(column)) is not None:
         raise DataError(f"{path}: column {name!r} has a missing value at row {row}, every bar needs all "
@@ -173,7 +181,7 @@ def _column(path: Path, column: pa.ChunkedArray, field: str, name: str) -> np.nd
     return column.cast(pa.float64(), safe=False).to_numpy()  # integers past 2^53 round, as floats do
 
 
-def _timestamp_ns(path: Path, name: str, column: pa.ChunkedArray) -> tuple[np.ndarray, dict[str, str | None]]:
+def _timestamp_ns(path: str | Path, name: str, column: pa.ChunkedArray) -> tuple[np.ndarray, dict[str, str | None]]:
     """A timestamp, date or integer epoch column -> (n,) int64 ns since the epoch, and the Bars fields it sets:
     timezone (the column's zone; UTC for one without) and epoch_unit (integers: the one unit that fits)."""
     if (row := first_missing_row(column)) is not None:
@@ -198,7 +206,7 @@ def _timestamp_ns(path: Path, name: str, column: pa.ChunkedArray) -> tuple[np.nd
     return values.view(np.int64), {"timezone": zone, "epoch_unit": None}
 
 
-def _epoch_ns(path: Path, name: str, column: pa.ChunkedArray) -> tuple[np.ndarray, dict[str, str | None]]:
+def _epoch_ns(path: str | Path, name: str, column: pa.ChunkedArray) -> tuple[np.ndarray, dict[str, str | None]]:
     """Integer epochs in the only unit that puts every one within EPOCH_YEARS; refused when none does."""
     counts = column.to_numpy().astype(np.int64, copy=False)
     try:

@@ -48,6 +48,16 @@ def bars(tmp_path_factory):
     return import_bars_from_csv(folder / "bars.parquet", 1500, seed=1, space=write_space(folder))
 
 
+@pytest.fixture(scope="session")
+def s3_server():
+    """A running S3-compatible server (tests.s3_server.S3Server) with an empty bucket, for the whole session."""
+    from tests.s3_server import S3Server
+
+    server = S3Server().start()
+    yield server
+    server.stop()
+
+
 @pytest.fixture()
 def postgres():
     """A running PostgreSQL server (tests.postgres_server.PostgresServer), stopped and removed at the end."""

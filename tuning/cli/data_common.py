@@ -1,4 +1,4 @@
-"""What the `data` commands share: --column pairs, the refusal to overwrite, a printable summary of bars."""
+"""What the `data` commands share: --data, --column pairs, the refusal to overwrite, a printable summary of bars."""
 
 from __future__ import annotations
 
@@ -10,11 +10,38 @@ import numpy as np
 
 from model.bar_times import EPOCH_YEARS, local_clock_ns
 from model.bars import Bars
+from model.bars_location import CREDENTIALS, bars_location, is_remote, require_object
 from model.data import DataConfig
 from tuning.errors import UsageError
+from tuning.uri_secrets import refuse_credentials
 
 _NS = 10**9
 UNIT_NAMES = {"s": "seconds", "ms": "milliseconds", "us": "microseconds", "ns": "nanoseconds"}
+
+
+def add_data_option(parser: argparse.ArgumentParser, what: str) -> None:
+    """--data: a Parquet file of bars, or an s3:// or gs:// URI of one (credentials from the environment)."""
+    parser.add_argument("--data", required=True, type=data_argument, metavar="PATH|URI",
+                        help=f"{what}: a path, or s3://BUCKET/KEY or gs://BUCKET/KEY (credentials from {CREDENTIALS})")
+
+
+def data_argument(text: str) -> str | Path:
+    """--data as given: a Path, or a URI that holds no credential (the manifest and MLflow keep it) and whose
+    scheme is one pyarrow reads bars from (model/bars_location.py). Raises UsageError, which argparse lets through."""
+    if "://" in text:
+        refuse_credentials("--data", text, CREDENTIALS)
+    try:
+        return bars_location(text)
+    except ValueError as exc:
+        raise UsageError(f"--data {exc}") from None
+
+
+def require_bars_file(source: str | Path) -> None:
+    """Refuse, before anything starts, --data that names no file (or no object these credentials may read)."""
+    if is_remote(source):
+        require_object(source)
+    elif not Path(source).is_file():
+        raise UsageError(f"--data {source}: no such file; make one with `mamba-tune data synth --out {source}`")
 
 
 def add_column_option(parser: argparse.ArgumentParser, where: str = "") -> None:

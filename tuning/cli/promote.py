@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
-from tuning.cli.data_common import add_column_option, parse_columns
+from tuning.cli.data_common import add_column_option, add_data_option, parse_columns
 from tuning.cli.help import subcommand
 
 
@@ -18,8 +17,7 @@ def add_command(commands: argparse._SubParsersAction) -> None:
         "persistence on the same samples; move @champion to the challenger when it is better (or when there is "
         "no champion yet); record the comparison as a run of the experiment production. Exit 0 whichever wins.")
     promote.add_argument("model", help="the registered model's name")
-    promote.add_argument("--data", required=True, type=Path, help="Parquet file of bars after those both "
-                         "versions trained on")
+    add_data_option(promote, "Parquet file of bars after those both versions trained on")
     add_column_option(promote)
     promote.add_argument("--tracking-uri", help="the MLflow store of the registry (default: MLFLOW_TRACKING_URI, "
                          "else the embedded store in runs/mlflow)")

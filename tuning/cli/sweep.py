@@ -13,7 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from tuning.cli.data_common import add_column_option, parse_columns
+from tuning.cli.data_common import add_column_option, add_data_option, parse_columns, require_bars_file
 from tuning.cli.help import subcommand
 from tuning.cli.sweep_eta import SweepClock
 from tuning.cli.sweep_notify import add_notify_option, notified, notify_url
@@ -55,7 +55,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
                         "Optuna's TPE picks the parameters, ASHA and the epoch gate stop poor trials, the best "
                         "are confirmed over seeds and folds, and the winner is scored once on the test segment. "
                         "Every trial is logged to MLflow.")
-    sweep.add_argument("--data", required=True, type=Path, help="Parquet file of bars")
+    add_data_option(sweep, "Parquet file of bars")
     sweep.add_argument("--space", required=True, type=Path, help="search space YAML, e.g. search_spaces/smoke.yaml")
     sweep.add_argument("--name", help="the sweep's name (default: the space's name)")
     sweep.add_argument("--trials", type=int, help="number of trials (default: the space's)")
@@ -120,8 +120,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                          f"{args.space}; raise --trials or lower confirm.top_k")
     if args.memory_budget is not None and not (args.memory_budget > 0 and math.isfinite(args.memory_budget)):
         raise UsageError(f"--memory-budget must be a positive number of MB, got {args.memory_budget:g}")
-    if not args.data.is_file():
-        raise UsageError(f"--data {args.data}: no such file; make one with `mamba-tune data synth --out {args.data}`")
+    require_bars_file(args.data)  # a path, or an s3:// or gs:// object: asked for before anything starts
     if args.study_url is not None:
         check_study_url(args.study_url)  # before anything is imported or written
     paths = replace(sweep_paths(args.storage, name), study=args.study_url)

@@ -15,7 +15,7 @@ from model.atomic import atomic_path, write_text_atomic
 from model.data import Dataset, load_dataset, refit_dataset
 from model.train_config import PRECISIONS
 from tuning.bars_file import require_same_bars
-from tuning.cli.data_common import add_column_option, parse_columns
+from tuning.cli.data_common import add_column_option, add_data_option, parse_columns
 from tuning.cli.figures import one_look_line, versus_baselines
 from tuning.cli.help import subcommand
 from tuning.errors import UsageError
@@ -40,7 +40,7 @@ def add_command(commands: argparse._SubParsersAction) -> None:
                         "Train one Forecaster with AdamW on a file of bars: every epoch's losses in metrics.json, "
                         "last.pt and best.pt in --out, the test segment scored once at the end (test.json); "
                         "--register logs the run to MLflow and registers its model.")
-    train.add_argument("--data", required=True, type=Path, help="Parquet file of bars")
+    add_data_option(train, "Parquet file of bars")
     train.add_argument("--config", type=Path, help="run configuration YAML (data, model, train sections)")
     train.add_argument("--epochs", type=int, help="epochs to train (default: the config's)")
     train.add_argument("--lr", type=float, help="peak learning rate")

@@ -22,6 +22,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from model.bars_location import location_text
 from tuning.errors import UsageError
 from tuning.search.study_store import study_exists
 from tuning.sweep.record_copies import fetch_records
@@ -31,7 +32,7 @@ from tuning.sweep_files import MANIFEST, SweepPaths, is_uri, storage_holds
 @dataclass(frozen=True)
 class SweepManifest:
     name: str
-    data: str  # the bars file, an absolute path
+    data: str  # the bars file, an absolute path, or the URI of an object (s3://, gs://) as given
     space: dict[str, Any]  # the space as run (without the batch sizes the memory probe removed)
     trials: int
     ray_storage: str  # where Ray Tune and Train keep the sweep: a folder or a URI such as s3://...
@@ -45,10 +46,10 @@ class SweepManifest:
     bars: dict[str, Any] | None = None  # the bars file by content (tuning/bars_file.py): sha256, rows, first/last bar
 
     @classmethod
-    def new(cls, name: str, data_path: Path, space: dict[str, Any], trials: int, ray_storage: str,
+    def new(cls, name: str, data_path: str | Path, space: dict[str, Any], trials: int, ray_storage: str,
             tracking_uri: str, data_identity: dict[str, Any], memory_probe: dict[str, Any] | None,
             study_url: str | None = None, bars: dict[str, Any] | None = None) -> SweepManifest:
-        return cls(name, str(data_path.resolve()), space, trials, ray_storage, tracking_uri, data_identity,
+        return cls(name, location_text(data_path), space, trials, ray_storage, tracking_uri, data_identity,
                    datetime.now(timezone.utc).isoformat(timespec="seconds"), uuid.uuid4().hex, memory_probe,
                    study_url=study_url, bars=bars)
 

@@ -103,7 +103,7 @@ class FinishedSweep:
     tracking_unsent: int
 
 
-def write_manifest(paths: SweepPaths, data_path: Path, space_values: dict[str, Any], trials: int,
+def write_manifest(paths: SweepPaths, data_path: str | Path, space_values: dict[str, Any], trials: int,
                    data: Dataset, tracking_uri: str, memory_probe: ProbeResult | None = None) -> SweepManifest:
     """What `resume` needs to continue the sweep exactly as it was asked, and log to the same MLflow runs.
 
@@ -137,7 +137,7 @@ def load_for_resume(paths: SweepPaths, manifest: SweepManifest) -> tuple[SweepPa
                              "and give sweeps that must outlive their head --study-url postgresql://HOST/DB")
         follow_move(paths)
     space = parse_space(manifest.space, str(paths.folder / MANIFEST))
-    data = load_dataset(Path(manifest.data), space.run.data)
+    data = load_dataset(manifest.data, space.run.data)  # a path, or a URI read again (model/bars_location.py)
     if data_identity(data, keys=manifest.data_identity) != manifest.data_identity:
         raise UsageError(f"{manifest.data} has changed since sweep {paths.name!r} started, so its trials "
                          "cannot continue on it; restore the file or start a new sweep")

@@ -14,6 +14,7 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
+from model.bars_location import bars_location, is_remote
 from tuning.errors import UsageError
 from tuning.search.ledger import TrialRecord
 from tuning.search.recipe import TrainingRecipe
@@ -32,7 +33,7 @@ def stage_winner(folder: Path, manifest: SweepManifest, winner: TrialRecord, con
     (`members`: the winner first, seed_members); -> what to register, its tags saying whether the winner was
     confirmed (`unconfirmed`: `best --unconfirmed` took it with confirmation runs missing). A UsageError when a
     trial's checkpoints are gone."""
-    if not Path(manifest.data).is_file():
+    if not is_remote(manifest.data) and not Path(manifest.data).is_file():  # an object: `best` has hashed it
         raise UsageError(f"{manifest.data}: the bars sweep {manifest.name!r} ran on are gone, and the model is "
                          "registered with its data's digest and an input example from them; restore the file")
     fs = storage_filesystem(manifest.ray_storage)
@@ -61,7 +62,7 @@ def stage_winner(folder: Path, manifest: SweepManifest, winner: TrialRecord, con
             tags["mamba_tune.test_dm_pvalue_har"] = f"{test['vs_har']['dm_pvalue']:.4g}"
     if others:
         tags["mamba_tune.ensemble"] = " ".join(m.trial_id for m in members)
-    return Shipment(config, Path(manifest.data), best, (config_file, metrics), json.loads(metrics.read_text()),
+    return Shipment(config, bars_location(manifest.data), best, (config_file, metrics), json.loads(metrics.read_text()),
                     winner.best_epoch, f"sweep {manifest.name} winner {winner.trial_id}", tags,
                     _description(manifest, winner, len(others) + 1), others)
 

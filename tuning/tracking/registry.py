@@ -37,6 +37,7 @@ import pyarrow.parquet as pq
 
 import model
 from model.bars import FIELDS, Bars, bars_from_table, read_bars
+from model.bars_location import is_remote, location_text, open_object
 from model.train import FitResult
 from tuning.errors import UsageError
 from tuning.search.recipe import TrainingRecipe
@@ -82,7 +83,7 @@ class Shipment:
     """A trained model to log as a run and register: its best.pt, the files logged beside it, its history."""
 
     config: TrainingRecipe
-    data_path: Path  # the bars it trained on (its first rows are the model's input example)
+    data_path: str | Path  # the bars it trained on, a path or a URI (its first rows are the model's input example)
     checkpoint: Path  # best.pt
     files: tuple[Path, ...]  # logged as the run's artifacts (config.yaml, metrics.json)
     history: list[dict[str, Any]]  # one dict per epoch, as fit reports them
@@ -93,10 +94,10 @@ class Shipment:
     members: tuple[Path, ...] = ()  # a seed ensemble's other best.pt files: the model forecasts the mean of all
 
 
-def register_run(store: TrackingStore, experiment: str, model_name: str, config: TrainingRecipe, data_path: Path,
-                 out_dir: Path, result: FitResult, alias: str | None = None) -> Registered:
+def register_run(store: TrackingStore, experiment: str, model_name: str, config: TrainingRecipe,
+                 data_path: str | Path, out_dir: Path, result: FitResult, alias: str | None = None) -> Registered:
     """Log the finished `train` run in `out_dir` (config.yaml, metrics.json, best.pt) and register its model."""
-    tags = {"mamba_tune.role": "production", "mamba_tune.data": str(Path(data_path).resolve()),
+    tags = {"mamba_tune.role": "production", "mamba_tune.data": location_text(data_path),
             "mamba_tune.out": str(Path(out_dir).resolve()), "mamba_tune.best_epoch": str(result.best_epoch)}
     if config.tuned is not None:  # a sweep's winner trained again: which, and whether the sweep confirmed it
         tags.update({"mamba_tune.sweep": config.tuned.sweep, "mamba_tune.trial": config.tuned.trial,
@@ -168,14 +169,15 @@ def check_alias(alias: str) -> str:
     return alias
 
 
-def input_example(data_path: Path, config: TrainingRecipe) -> pd.DataFrame:
+def input_example(data_path: str | Path, config: TrainingRecipe) -> pd.DataFrame:
     """The first window + 1 + EXAMPLE_EXTRA_BARS bars of the training data, as the model takes them.
 
     Logged with the model, as the documentation of its input.
     """
     rows = config.data.window + 1 + EXAMPLE_EXTRA_BARS
     batches, have = [], 0
-    for batch in pq.ParquetFile(data_path).iter_batches(batch_size=rows):  # only the first rows are read
+    source = open_object(data_path) if is_remote(data_path) else data_path
+    for batch in pq.ParquetFile(source).iter_batches(batch_size=rows):  # only the first rows are read
         batches.append(batch)
         have += batch.num_rows
         if have >= rows:

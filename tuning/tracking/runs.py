@@ -36,6 +36,7 @@ import ray.tune
 import yaml
 
 from model.atomic import write_text_atomic
+from model.bars_location import is_remote
 from tuning.search.best_config import train_command, write_best_config
 from tuning.search.finalists import Unconfirmed, winner
 from tuning.search.importance import Importances
@@ -85,7 +86,8 @@ def open_sweep(log: TrackingLog, staging: Path, name: str, space_values: dict[st
             "Each nested run is one trial; its tag stop_reason says why it ended.")
     log.start_run(SWEEP_KEY, f"{name} sweep", tags={"mamba_tune.role": "sweep", "mlflow.note.content": note},
                   params=params)
-    bars = bars_input(data_path, data_summary) if Path(data_path).is_file() else None
+    readable = is_remote(data_path) or Path(data_path).is_file()
+    bars = bars_input(data_path, data_summary, data_sha256) if readable else None
     tracking = SweepTracking(log, staging, space, name, data_path, bars, data_sha256)
     if bars is not None:
         log.log_input(SWEEP_KEY, bars)
