@@ -6,7 +6,6 @@ Ray, Tune and Optuna are imported only by the commands that use them.
 from __future__ import annotations
 
 import argparse
-import logging
 import math
 import sys
 from dataclasses import replace
@@ -17,16 +16,14 @@ from tuning.cli.data_common import add_column_option, add_data_option, parse_col
 from tuning.cli.help import subcommand
 from tuning.cli.sweep_eta import SweepClock
 from tuning.cli.sweep_notify import add_notify_option, notified, notify_url
-from tuning.cli.sweep_report import print_finalists, print_leaderboard, print_test_look, short
+from tuning.cli.sweep_progress import SweepProgress
+from tuning.cli.sweep_report import print_finalists, print_leaderboard, print_test_look
 from tuning.cluster.ray_address import ray_address
 from tuning.errors import UsageError
-from tuning.progress import LOGGER as PROGRESS_LOGGER
-from tuning.progress import EpochEnded, Note, TrialEnded, TrialStarted, event_of
 from tuning.search.eta import SweepBudget, confirm_runs
 from tuning.search.finalists import CONFIRM, SEARCH, pending_runs, winner
-from tuning.search.ledger import Ledger, best_record
+from tuning.search.ledger import Ledger
 from tuning.search.overrides import described, parse_sets, with_sets
-from tuning.search.param_text import params_text
 from tuning.search.resources import fullest_plan, gpus_on
 from tuning.search.space import AUTO, parse_space
 from tuning.search.study_store import check_study_url
@@ -47,12 +44,13 @@ from tuning.yaml_io import read_yaml
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
-    sweep = subcommand(commands, "sweep", "tune learning rate, weight decay and batch size with Ray Tune",
+    sweep = subcommand(commands, "sweep", "tune a forecaster's settings (learning rate, ..., any model/data/train setting) with Ray Tune",
                         ("mamba-tune sweep --data runs/demo/bars.parquet --space search_spaces/smoke.yaml",
                          "mamba-tune sweep --data bars.parquet --space search_spaces/default.yaml --address auto "
                          "--storage s3://bucket/sweeps --tracking-uri http://mlflow:5000"),
-                        "Tune learning rate, weight decay and batch size: Ray Tune runs each trial under Ray Train, "
-                        "Optuna's TPE picks the parameters, ASHA and the epoch gate stop poor trials, the best "
+                        "Tune the settings the space searches (learning rate, weight decay, batch size, and any "
+                        "model, data or train setting by its dotted name): Ray Tune runs each trial under Ray Train, "
+                        "Optuna's sampler (TPE unless the space names another) picks the parameters, ASHA and the epoch gate stop poor trials, the best "
                         "are confirmed over seeds and folds, and the winner is scored once on the test segment. "
                         "Every trial is logged to MLflow.")
     add_data_option(sweep, "Parquet file of bars")
@@ -313,7 +311,7 @@ def _run_sweep(session: Any, paths: Any, space: Any, data: Any, manifest: SweepM
     print(f"study:   {paths.study_url}  (browse: optuna-dashboard {paths.study_url})")
     print(f"mlflow:  experiment {paths.name} in {store.describe()}")
     print(f"ray:     its own messages go to {paths.folder / RAY_LOG}", flush=True)
-    progress = _Progress(trials, _clock(paths, space, plan, trials))
+    progress = SweepProgress(trials, _clock(paths, space, plan, trials))
     handler = progress.attach()
     try:
         opened = session.open_tracking(store, client, paths, manifest, space, data, plan)
@@ -386,90 +384,3 @@ def _unsent(count: int) -> None:
     if count:
         print(f"warning: {count} MLflow write(s) could not be sent and wait in the sweep's folder; "
               "they are sent by the next `mamba-tune resume` of this sweep, once the store answers", file=sys.stderr)
-
-
-class _Progress(logging.Handler):
-    """Prints the sweep's events: a line per trial started and ended; a live status line on a terminal."""
-
-    def __init__(self, trials: int, clock: SweepClock | None = None) -> None:
-        super().__init__(logging.INFO)
-        self.trials = trials
-        self.clock = clock  # the time left, said once an epoch's time is known (tuning/cli/sweep_eta.py)
-        self.live = sys.stderr.isatty()
-        self.status: dict[str, str] = {}
-        self.saved = (logging.NOTSET, True)  # the logger's level and propagation before attach()
-
-    def attach(self) -> logging.Handler:
-        """Print the sweep's progress (and only here: not also through the root logger) until detach()."""
-        logger = logging.getLogger(PROGRESS_LOGGER)
-        self.saved = (logger.level, logger.propagate)
-        logger.setLevel(logging.INFO)
-        logger.propagate = False
-        logger.addHandler(self)
-        return self
-
-    def detach(self, handler: logging.Handler) -> None:
-        logger = logging.getLogger(PROGRESS_LOGGER)
-        logger.removeHandler(handler)
-        logger.level, logger.propagate = self.saved
-        self._clear()
-
-    def emit(self, record: logging.LogRecord) -> None:
-        event = event_of(record)
-        self._time(event)
-        match event:
-            case TrialStarted(trial_id, params) if "finalist" in params:
-                self._line(f"confirm run {short(trial_id)} started: finalist {short(params['finalist'])}, "
-                           f"seed {params['seed']}, fold {params['fold']}")
-            case TrialStarted(trial_id, params):
-                self._line(f"trial {short(trial_id)} started: {params_text(params)}")
-            case EpochEnded(trial_id, epoch, val_loss):
-                self.status[trial_id] = f"{short(trial_id)} e{epoch} val {val_loss:.4f}"
-                if self.live:
-                    sys.stderr.write("\r\033[K" + " | ".join(self.status.values()) + self._eta())
-                    sys.stderr.flush()
-            case TrialEnded() as ended:
-                self._end(ended)
-            case Note(text):
-                self._line(text)
-
-    def _end(self, event: TrialEnded) -> None:
-        r = event.record
-        self.status.pop(r.trial_id, None)
-        why = f": {event.error}" if event.error else ""
-        if r.stage == CONFIRM:
-            confirmed = sum(f.stage == CONFIRM for f in event.finished)
-            self._line(f"confirm run {short(r.trial_id)} (finalist {short(r.finalist or '')}, seed {r.seed}, fold "
-                       f"{r.fold}) ended {r.stop_reason} at epoch {r.stop_epoch}{why}, best val {r.best_val_loss:.4f}"
-                       f"@{r.best_epoch} | running {event.running}, {confirmed} confirmation run(s) finished"
-                       f"{self._eta()}")
-            return
-        finished = [f for f in event.finished if f.stage == SEARCH]
-        done = sum(f.stop_reason == "completed" for f in finished)
-        best = best_record(list(finished))
-        best_text = f"best {best.best_val_loss:.4f} ({short(best.trial_id)})" if best else "no completed trial yet"
-        self._line(f"trial {short(r.trial_id)} ended {r.stop_reason} at epoch {r.stop_epoch}{why}, best val "
-                   f"{r.best_val_loss:.4f}@{r.best_epoch} | running {event.running}, finished {len(finished)}/"
-                   f"{self.trials} ({done} completed, {len(finished) - done} stopped) | {best_text}{self._eta()}")
-
-    def _time(self, event: Any) -> None:
-        """The sweep's clock sees every run's start, reports and end."""
-        match event if self.clock is not None else None:
-            case TrialStarted(trial_id, params):
-                self.clock.started_run(trial_id, confirming="finalist" in params)
-            case EpochEnded(trial_id, epoch):
-                self.clock.epoch(trial_id, epoch)
-            case TrialEnded(record=r):
-                self.clock.ended(r.trial_id, confirming=r.stage == CONFIRM)
-
-    def _eta(self) -> str:
-        return self.clock.eta_text() if self.clock is not None else ""
-
-    def _line(self, text: str) -> None:
-        self._clear()
-        print(text, flush=True)
-
-    def _clear(self) -> None:
-        if self.live:
-            sys.stderr.write("\r\033[K")
-            sys.stderr.flush()

@@ -3,7 +3,7 @@
 import logging
 import math
 
-from tuning.cli.sweep import _Progress
+from tuning.cli.sweep_progress import SweepProgress
 from tuning.progress import LOGGER, EpochEnded, Note, TrialEnded, TrialStarted, event_of, publish
 from tuning.search.ledger import TrialRecord
 
@@ -14,7 +14,7 @@ def record(trial_id: str, reason: str, epoch: int, best: float) -> TrialRecord:
 
 
 def test_progress_prints_a_line_per_trial_started_and_ended_and_each_note(capsys):
-    progress = _Progress(trials=2)
+    progress = SweepProgress(trials=2)
     handler = progress.attach()
     try:
         publish(TrialStarted("trial_a", {"learning_rate": 3e-3, "weight_decay": 1e-2, "batch_size": 64}))

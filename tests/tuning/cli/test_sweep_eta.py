@@ -5,8 +5,8 @@ from __future__ import annotations
 import torch
 
 from tests.tuning.cli.test_progress import record
-from tuning.cli.sweep import _Progress
 from tuning.cli.sweep_eta import SweepClock
+from tuning.cli.sweep_progress import SweepProgress
 from tuning.progress import EpochEnded, TrialEnded, TrialStarted, publish
 from tuning.search.eta import SweepBudget
 from tuning.search.space import SchedulerConfig
@@ -52,7 +52,7 @@ def test_sweep_clock_times_epochs_and_starts_and_counts_the_runs_left():
 
 def test_progress_ends_a_trials_line_with_the_eta_once_known(capsys):
     ticks = Ticks()
-    progress = _Progress(trials=2, clock=SweepClock(SweepBudget(SMALL, 1, 0), trials=2, clock=ticks))
+    progress = SweepProgress(trials=2, clock=SweepClock(SweepBudget(SMALL, 1, 0), trials=2, clock=ticks))
     handler = progress.attach()
     try:
         publish(TrialStarted("trial_a", {"learning_rate": 3e-3, "weight_decay": 1e-2, "batch_size": 64}))
