@@ -44,14 +44,14 @@ from tuning.yaml_io import read_yaml
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
-    sweep = subcommand(commands, "sweep", "tune a forecaster's settings (learning rate, ..., any model/data/train setting) with Ray Tune",
+    sweep = subcommand(commands, "sweep", "tune learning rate, weight decay, batch size or any setting with Ray Tune",
                         ("mamba-tune sweep --data runs/demo/bars.parquet --space search_spaces/smoke.yaml",
                          "mamba-tune sweep --data bars.parquet --space search_spaces/default.yaml --address auto "
                          "--storage s3://bucket/sweeps --tracking-uri http://mlflow:5000"),
                         "Tune the settings the space searches (learning rate, weight decay, batch size, and any "
                         "model, data or train setting by its dotted name): Ray Tune runs each trial under Ray Train, "
-                        "Optuna's sampler (TPE unless the space names another) picks the parameters, ASHA and the epoch gate stop poor trials, the best "
-                        "are confirmed over seeds and folds, and the winner is scored once on the test segment. "
+                        "Optuna's sampler (TPE unless the space names another) picks the parameters, ASHA and the "
+                        "epoch gate stop poor trials, the best are confirmed over seeds and folds, and the winner is scored once on the test segment. "
                         "Every trial is logged to MLflow.")
     add_data_option(sweep, "Parquet file of bars")
     sweep.add_argument("--space", required=True, type=Path, help="search space YAML, e.g. search_spaces/smoke.yaml")
