@@ -51,7 +51,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
                         "Tune the settings the space searches (learning rate, weight decay, batch size, and any "
                         "model, data or train setting by its dotted name): Ray Tune runs each trial under Ray Train, "
                         "Optuna's sampler (TPE unless the space names another) picks the parameters, ASHA and the "
-                        "epoch gate stop poor trials, the best are confirmed over seeds and folds, and the winner is scored once on the test segment. "
+                        "epoch gate stop poor trials, the best are confirmed over seeds and folds, and the winner is "
+                        "scored once on the test segment. "
                         "Every trial is logged to MLflow.")
     add_data_option(sweep, "Parquet file of bars")
     sweep.add_argument("--space", required=True, type=Path, help="search space YAML, e.g. search_spaces/smoke.yaml")
