@@ -70,26 +70,25 @@ def require_object(uri: str) -> None:
 
 def open_object(uri: str) -> pa.NativeFile:
     """The object at `uri`, for random access (a Parquet reader fetches only the byte ranges it needs)."""
-    filesystem, path = _filesystem(uri)
-    try:
-        return filesystem.open_input_file(path)
-    except FileNotFoundError:
-        raise _missing(uri, path) from None
-    except (OSError, pa.ArrowException) as exc:
-        raise _unreadable(uri, exc) from None
+    return _opened(uri, "open_input_file")
 
 
 def open_bytes(source: str | Path) -> BinaryIO | pa.NativeFile:
     """A stream of the bytes of the file or object `source`, read front to back (e.g. to hash it)."""
     if not is_remote(source):
         return open(source, "rb")
-    filesystem, path = _filesystem(source)
+    return _opened(str(source), "open_input_stream")
+
+
+def _opened(uri: str, how: str) -> pa.NativeFile:
+    """The object at `uri` opened by its filesystem's method `how`; RemoteDataError when missing or unreadable."""
+    filesystem, path = _filesystem(uri)
     try:
-        return filesystem.open_input_stream(path)
+        return getattr(filesystem, how)(path)
     except FileNotFoundError:
-        raise _missing(source, path) from None
+        raise _missing(uri, path) from None
     except (OSError, pa.ArrowException) as exc:
-        raise _unreadable(source, exc) from None
+        raise _unreadable(uri, exc) from None
 
 
 def _filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
