@@ -1,6 +1,7 @@
-"""A sweep that searches model and data settings by their dotted names on Optuna's grid sampler: each trial
-trains with its own width and window (its workers build its Dataset from the sweep's bars), and the
-combinations the model refuses end as `invalid` before any worker starts, pruned in Optuna, never failures."""
+"""Sweeps that search model and data settings by their dotted names: on Optuna's grid, each trial trains with its
+own width and window (its workers build its Dataset from the sweep's bars) and the combinations the model refuses
+end as `invalid` before any worker starts, pruned in Optuna, never failures; on Optuna's Gaussian process, width,
+depth, window and learning rate together (issue 35's end-to-end case)."""
 
 from __future__ import annotations
 
@@ -49,3 +50,26 @@ def test_a_grid_over_width_and_window_trains_each_valid_combination_and_prunes_t
     states = {t.user_attrs["stop_reason"]: t.state for t in study.trials if t.user_attrs.get("stop_reason")}
     assert states["invalid"] == optuna.trial.TrialState.PRUNED
     assert not [t for t in study.trials if t.state == optuna.trial.TrialState.FAIL]
+
+
+def test_gaussian_process_search_over_width_depth_window_and_learning_rate_runs_end_to_end(bars, tmp_path):
+    search = {"model.d_model": {"choices": [16, 32]}, "model.n_layers": {"low": 1, "high": 2},
+              "data.window": {"low": 16, "high": 32, "step": 8}, "learning_rate": {"low": 1e-3, "high": 1e-2,
+                                                                                   "log": True}}
+    values = {**space_values(name="gp", trials=4, initial=[], gate={"epoch": 2, "threshold": 100.0}),
+              "sampler": "gp", "search": search}
+    values["run"]["train"] = {"weight_decay": 1e-2, "batch_size": 64}
+    space = tmp_path / "space.yaml"
+    space.write_text(yaml.safe_dump(values))
+    done = run_cli("sweep", "--data", bars, "--space", space, "--storage", tmp_path / "s")
+    assert done.returncode == 0, done.stderr[-3000:]
+
+    records = [r for r in json.loads((tmp_path / "s" / "gp" / LEDGER).read_text()) if r["stage"] == "search"]
+    assert len(records) == 4 and all(r["stop_reason"] in ("completed", "asha") for r in records)
+    for r in records:
+        p = r["params"]
+        assert p["model.d_model"] in (16, 32) and p["model.n_layers"] in (1, 2) and p["data.window"] in (16, 24, 32)
+        assert 1e-3 <= p["learning_rate"] <= 1e-2
+    study = optuna.load_study(study_name="gp", storage=sweep_paths(str(tmp_path / "s"), "gp").study_url)
+    assert study.user_attrs["sampler"] == "gp" and len(study.trials) == 4
+    assert "best: trial " in done.stdout
