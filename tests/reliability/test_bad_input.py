@@ -108,7 +108,7 @@ SPACES = {
     "bad bounds": ({"search": {**SPACE["search"], "learning_rate": {"low": 0.1, "high": 0.01, "log": True}}},
                    "search.learning_rate: low 0.1 must be below high 0.01"),
     "bad choice list": ({"search": {**SPACE["search"], "batch_size": {"choices": [64, "big"]}}},
-                        "search.batch_size.choices must be positive integers"),
+                        "search.batch_size.choices must be int values (train.batch_size), got [64, 'big']"),
     "empty choice list": ({"search": {**SPACE["search"], "batch_size": {"choices": []}}},
                           "search.batch_size.choices must be a non-empty list"),
     "gate beyond max epochs": ({"gate": {"epoch": 9, "ratio_to_e0": 0.9}},

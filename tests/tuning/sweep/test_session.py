@@ -231,7 +231,7 @@ def test_sweep_refuses_an_address_where_no_ray_answers(bars, tmp_path):
     ("scheduler.max_epochs=0", "{space} (with --set scheduler.max_epochs=0): scheduler: max_epochs must be a "
                                "positive integer, got 0"),
     ("search.learning_rate.high=abc", "{space} (with --set search.learning_rate.high=abc): search.learning_rate "
-                                      "needs numeric low and high"),
+                                      "needs float low and high (train.lr)"),
     ("trials.n=3", "--set trials.n: trials is a setting (5), not a section of settings; set it whole"),
 ])
 def test_sweep_set_is_validated_as_the_file_is_before_anything_starts(bars, tmp_path, pair, error):
