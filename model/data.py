@@ -250,6 +250,12 @@ def dataset_from_bars(bars: Bars, config: DataConfig, path: str | Path) -> Datas
                    baselines, test_baselines, summary, test_har)
 
 
+def dataset_for(data: Dataset, built_with: DataConfig, config: DataConfig) -> Dataset:
+    """`data` (built with `built_with`) when `config` is the same, else the bars it was read from, built with
+    `config` (a trial of a sweep that searches data settings: its window, ...)."""
+    return data if config == built_with else load_dataset(data.summary["path"], config)
+
+
 def refit_dataset(data: Dataset) -> Dataset:
     """The training and validation segments as one training set, for a refit of a chosen configuration.
 

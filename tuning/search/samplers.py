@@ -51,8 +51,7 @@ def grid_values(search: dict[str, Spec], source: str) -> dict[str, list[Any]]:
         elif isinstance(spec, IntRange):
             values[key] = list(spec.values())
         elif isinstance(spec, FloatRange) and spec.step:
-            count = int((spec.high - spec.low) / spec.step + 1e-9) + 1
-            values[key] = [spec.low + i * spec.step for i in range(count)]
+            values[key] = list(spec.values())
         else:
             raise ConfigError(f"{source}: sampler grid needs search.{key} to be a choice list or a range with "
                               "step, it is a continuous range; give it a step or choices")

@@ -33,6 +33,11 @@ class FloatRange:
     log: bool = False  # sample on a log scale (low must then be > 0)
     step: float | None = None  # sample on a grid of this spacing from low (not with log)
 
+    def values(self) -> tuple[float, ...]:
+        """The grid's values, low, low + step, ... up to high (a range with step only)."""
+        assert self.step, "a continuous range has no grid of values"
+        return tuple(self.low + i * self.step for i in range(int((self.high - self.low) / self.step + 1e-9) + 1))
+
 
 @dataclass(frozen=True)
 class IntRange:
@@ -87,7 +92,7 @@ def representative_values(spec: Spec) -> tuple[Any, ...]:
     if isinstance(spec, IntRange) and len(spec.values()) <= ENUMERATED:
         return tuple(spec.values())
     if isinstance(spec, FloatRange) and spec.step and (spec.high - spec.low) / spec.step < ENUMERATED:
-        return tuple(spec.low + i * spec.step for i in range(int((spec.high - spec.low) / spec.step + 1e-9) + 1))
+        return spec.values()
     return (spec.low, spec.high)
 
 

@@ -149,10 +149,9 @@ def run_probe(space: SweepSpace, dataset: Any, plan: TrialPlan, budget_mb: float
                                        resources=resources, max_retries=0)
     budget = None if budget_mb is None else int(budget_mb * MB)
     run = largest_run(space.search, space.run)  # the largest model and window a trial may get: it must fit too
-    if run.data != space.run.data:
-        from model.data import load_dataset
+    from model.data import dataset_for
 
-        dataset = load_dataset(dataset.summary["path"], run.data)
+    dataset = dataset_for(dataset, space.run.data, run.data)
     try:
         return ray.get(task.remote(run.to_dict(), dataset, candidate_batch_sizes(space), plan.workers, budget,
                                    plan.gpus_per_worker))

@@ -37,7 +37,7 @@ import ray.tune
 
 from model.atomic import write_text_atomic
 from model.bars import read_bars
-from model.data import Dataset, load_dataset
+from model.data import Dataset, dataset_for, load_dataset
 from model.training import data_identity
 from tuning.bars_file import bars_identity
 from tuning.cluster.autoscaler import launchable_nodes
@@ -323,8 +323,7 @@ def end_lost_trials(paths: SweepPaths) -> None:
 
 def data_of(space: SweepSpace, data: Dataset, params: dict[str, Any]) -> Dataset:
     """The Dataset a trial with these parameters trained on: the sweep's, unless it searched data settings."""
-    config = with_params(space.run, params).data
-    return data if config == space.run.data else load_dataset(data.summary["path"], config)
+    return dataset_for(data, space.run.data, with_params(space.run, params).data)
 
 
 def _trial_setup(paths: SweepPaths, space: SweepSpace, data: Dataset, plan: TrialPlan) -> TrialSetup:
