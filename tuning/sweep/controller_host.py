@@ -30,13 +30,15 @@ from typing import Any
 import ray
 from ray.train.v2._internal.execution.controller.state import AbortedState
 
+from tuning.sweep.host_barrier import CONCURRENCY_GROUPS, HostBarrier, serve_barriers
 from tuning.sweep.trial_controller import TrialController
 
 LOG = logging.getLogger(__name__)
 
 
-class ControllerHost:
-    """A process that runs trials' Train controllers one after another (an async actor, as Ray Train's controller)."""
+class ControllerHost(HostBarrier):
+    """A process that runs trials' Train controllers one after another (an async actor, as Ray Train's controller),
+    and keeps their workers' barrier (tuning/sweep/host_barrier.py)."""
 
     def __init__(self) -> None:
         self.controller: TrialController | None = None
@@ -44,6 +46,7 @@ class ControllerHost:
 
     async def run(self, controller_init_kwargs: dict[str, Any]) -> Any:
         """Run a Train run to its end, or until `abort`; -> its Result (Ray Train's, as its controller builds it)."""
+        serve_barriers(self)
         self.controller = TrialController(**controller_init_kwargs)
         self.running = asyncio.ensure_future(self.controller.run())
         try:
@@ -108,7 +111,8 @@ class HostPool:
 def start_host() -> ray.actor.ActorHandle:
     """A host on this process's node (where Ray Train starts its controller: the driver's), owned by this process."""
     node = ray.get_runtime_context().get_node_id()
-    return ray.remote(num_cpus=0, label_selector={ray._raylet.RAY_NODE_ID_KEY: node})(ControllerHost).remote()
+    return ray.remote(num_cpus=0, label_selector={ray._raylet.RAY_NODE_ID_KEY: node},
+                      concurrency_groups=CONCURRENCY_GROUPS)(ControllerHost).remote()
 
 
 HOSTS = HostPool()  # per process: a Tune actor's, across the trials it runs

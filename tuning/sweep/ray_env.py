@@ -31,6 +31,7 @@ RAY_ENV = {  # for every Ray process of the sweep
     "RAY_WARN_BLOCKING_GET_INSIDE_ASYNC": "0",
 }
 PREEMPTION_WATCHER = "RAY_TRAIN_ENABLE_PREEMPTION_WATCHER"
+NO_AUTOSCALER = "MAMBA_TUNE_NO_AUTOSCALER"  # mamba-tune's own: set in every process of a Ray started here
 # A Ray started here has no dashboard, so nothing reads what every process of it would collect for one: task events
 # (`ray list tasks`, the timeline), the event loops' handler statistics and Ray's Prometheus metrics. Each process
 # of each trial pays for collecting them: about 0.4 CPU-s a trial (bench/trial_start.py's trials, with and without).
@@ -41,6 +42,9 @@ LOCAL_RAY_ENV = {
     # Nothing drains (preempts) the one node of a Ray started here: Ray Train's preemption watcher, a process per
     # trial, would have nothing to watch (a cluster's sweep keeps it).
     PREEMPTION_WATCHER: "0",
+    # Nor does anything scale it: each trial's Train controller would ask Ray's autoscaling coordinator for its
+    # workers' resources (tuning/sweep/trial_trainer.py), a detached actor the first trial starts and waits for.
+    NO_AUTOSCALER: "1",
 }
 DASHBOARD_DATA = ("RAY_task_events_report_interval_ms", "RAY_event_stats", "RAY_enable_metrics_collection")
 TUNE_ACTOR_ENV = dict(class_cache.DEFAULT_ENV_VARS)  # what Ray Tune gives every trial actor ({"PL_DISABLE_FORK": "1"})

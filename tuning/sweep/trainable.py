@@ -1,6 +1,6 @@
 """One trial: a Tune function trainable that runs `model.train.fit` under Ray Train.
 
-    Tune trial (run_trial) ── trainer.fit (tuning/sweep/trial_trainer.py) ──▶ workers (train_loop)
+    Tune trial (run_trial) ── trainer.fit (tuning/sweep/trial_trainer.py) ──▶ workers (worker_entry.train_loop)
         each worker: tuning/sweep/trial_worker.py, the only part of a trial that imports torch: the
         shared dataset from the object store -> fit(report=...) -> ray.train.report(metrics, checkpoint)
         every epoch; the sweep's relay (tuning/sweep/report_relay.py) takes rank 0's reports to the Tune
@@ -27,6 +27,7 @@ from tuning.search.space import with_params
 from tuning.sweep.relay_callback import RelayReports
 from tuning.sweep.report_relay import fit_reporting_to_tune
 from tuning.sweep.trial_trainer import trial_trainer
+from tuning.sweep.worker_entry import train_loop
 from tuning.yaml_io import ConfigError
 
 
@@ -85,11 +86,3 @@ def invalid_result(why: str) -> dict[str, Any]:
     """The one result of a trial whose sampled combination the recipe refuses: Tune requires the metric, which
     is infinite (no model was trained); the scheduler stops it and the searcher tells Optuna PRUNED."""
     return {INVALID: why, "epoch": 0, "val_loss": float("inf"), "best_val_loss": float("inf")}
-
-
-def train_loop(config: dict[str, Any]) -> None:
-    """Ray Train's loop in each worker: tuning/sweep/trial_worker.py's, imported there, in the worker, so that
-    a trial's Tune actor and Train controller never import torch or the model."""
-    from tuning.sweep.trial_worker import train_worker
-
-    train_worker(config)

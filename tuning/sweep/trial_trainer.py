@@ -11,16 +11,22 @@
   - PlacementGroupCleanerCallback removes the worker group's placement group when the controller dies
     without removing it, which happens when Tune stops a trial. The sweep's driver does that for all its
     trials (tuning/sweep/orphan_groups.py).
+- On a Ray the sweep started itself (nothing scales its one node), the controller asks no autoscaler for its
+  workers' resources. Ray Train's FixedScalingPolicy asks Ray's autoscaling coordinator at the run's start and
+  end, waiting each time: a detached actor (a process importing Ray Data, about 1.3 CPU-s) that the first trial
+  starts and waits for. A cluster's trials still ask it.
 - The controller runs in a host process that the trials of a Tune actor share (tuning/sweep/controller_host.py),
   not in a process of its own per trial; it and the workers are started without a runtime environment of their own
   (tuning/sweep/trial_controller.py).
 This rests on private hooks of Ray Train: `_create_default_callbacks` and `_initialize_and_run_controller` of
-the trainer, `worker_group_cls` of the controller, `_get_worker_runtime_env` of the worker group. pyproject
-pins Ray's minor version, and tests/tuning/sweep/test_trial_trainer.py fails when Ray changes them.
+the trainer, the scaling policy it hands the controller (FixedScalingPolicy's calls to the coordinator),
+`worker_group_cls` of the controller, `_get_worker_runtime_env` of the worker group. pyproject pins Ray's minor
+version, and tests/tuning/sweep/test_trial_trainer.py fails when Ray changes them.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -30,10 +36,12 @@ import ray.train
 from ray.train.backend import BackendConfig
 from ray.train.v2._internal.callbacks.datasets import DatasetsCallback
 from ray.train.v2._internal.callbacks.placement_group_callback import PlacementGroupCleanerCallback
+from ray.train.v2._internal.execution.scaling_policy import FixedScalingPolicy
 from ray.train.v2.api.data_parallel_trainer import DataParallelTrainer
 
 from tuning.search.resources import TrialPlan
 from tuning.sweep.controller_host import HOSTS
+from tuning.sweep.ray_env import NO_AUTOSCALER
 
 LEFT_OUT_CALLBACKS = (DatasetsCallback, PlacementGroupCleanerCallback)
 
@@ -47,6 +55,9 @@ class _LeanTrial:
                 if not isinstance(callback, LEFT_OUT_CALLBACKS)]
 
     def _initialize_and_run_controller(self, **controller_init_kwargs: Any) -> Any:
+        policy = controller_init_kwargs["scaling_policy"]
+        if type(policy) is FixedScalingPolicy and os.environ.get(NO_AUTOSCALER) == "1":
+            controller_init_kwargs["scaling_policy"] = UnrequestedScaling(policy.scaling_config)
         host = HOSTS.take()
         try:
             if threading.current_thread() is threading.main_thread():  # not in a Tune trial's thread
@@ -54,6 +65,17 @@ class _LeanTrial:
             return ray.get(host.run.remote(controller_init_kwargs))
         finally:
             HOSTS.give_back(host)
+
+
+class UnrequestedScaling(FixedScalingPolicy):
+    """Ray Train's fixed scaling, asking no autoscaler for the workers' resources: nothing scales a Ray the sweep
+    started. With no request sent, its end cancels none (`_cancel_resource_request` finds no client)."""
+
+    def after_controller_start(self, train_run_context: Any) -> None:
+        """Ray Train's registers the run with the autoscaling coordinator and sends its request, waiting."""
+
+    def _maybe_send_resource_request(self) -> None:
+        """Ray Train's sends the request again every so often, waiting, from each scaling decision."""
 
 
 class SingleWorkerTrainer(_LeanTrial, DataParallelTrainer):

@@ -2,7 +2,7 @@
 
 The only module of a trial that imports torch and the model: the trial's Tune actor and its Train
 controller run tuning/sweep/trainable.py, which names this module's `train_worker` by name only
-(`trainable.train_loop`), so torch is imported in the workers alone.
+(`worker_entry.train_loop`), so torch is imported in the workers alone.
 
 Each worker: the shared dataset from the object store -> fit(report=...) -> ray.train.report(metrics,
 checkpoint) every epoch, rank 0's checkpoint going to Ray Train's storage under the trial's id. A restarted

@@ -76,7 +76,8 @@ def test_the_controller_hooks_the_host_uses_are_ray_trains():
         assert callable(getattr(TrainController, method))
     assert inspect.iscoroutinefunction(TrainController.run)
     assert [name for name, kind in inspect.getmembers(ControllerHost, inspect.iscoroutinefunction)] == [
-        "abort", "get_all_reported_checkpoints", "run"]  # async: abort runs while run awaits, as in Ray Train's
+        "abort", "broadcast_from_rank_zero", "get_all_reported_checkpoints", "reset", "run",
+        "set_required_ranks"]  # async: abort runs while run awaits, as in Ray Train's; the barrier's on its own loop
 
 
 class StartingController:
@@ -140,3 +141,6 @@ def test_runs_follow_one_another_in_one_host_and_abort_ends_the_named_one_alone(
     assert after.error is None
     hosts = {r["controller_pid"] for name in ("first", "warm", "long", "after") for r in seen(tmp_path, name)}
     assert len(hosts) == 1 and hosts != {os.getpid()}
+    classes = {actor["ActorClassName"] for actor in ray._private.state.actors().values()}
+    assert "ControllerHost" in classes and "SynchronizationActor" not in classes  # the host kept each run's barrier
+    assert "_AutoscalingCoordinatorActor" not in classes  # no run of a Ray started here asked an autoscaler

@@ -8,6 +8,7 @@ start actors it does not need, lose ones it does, or start each process through 
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import json
 import subprocess
@@ -161,6 +162,7 @@ def test_the_trial_actor_and_the_controller_never_import_torch(tmp_path):
         from tuning.search.resources import TrialPlan
         from tuning.sweep.relay_callback import RelayReports
         from tuning.sweep.trainable import run_trial, train_loop
+        assert train_loop.__module__ == "tuning.sweep.worker_entry"
         from tuning.sweep.trial_trainer import trial_trainer
         plan = TrialPlan(workers=1, cpus_per_worker=1, gpus_per_worker=0, concurrency=1)
         trainer = trial_trainer(train_loop, {}, plan, ray.train.RunConfig(
@@ -175,6 +177,15 @@ def test_the_trial_actor_and_the_controller_never_import_torch(tmp_path):
                        "assert 'torch' not in sys.modules")  # the host's process: its module, then what it unpickles
     subprocess.run([sys.executable, "-c", controller_side], cwd=ROOT, input=pickled, check=True)
     assert cloudpickle.loads(pickled)[2].__name__ == "train_loop"
+
+
+def test_a_worker_finds_the_train_loop_without_importing_the_trials_tune_side():
+    """Ray Train pickles the loop by reference: what its module imports, every worker of every trial imports."""
+    from tuning.sweep.trainable import train_loop
+
+    worker_side = ("import sys, pickle; pickle.load(sys.stdin.buffer); "
+                   "assert not {'ray.tune', 'tuning.sweep.trial_trainer', 'torch'} & set(sys.modules), sys.modules")
+    subprocess.run([sys.executable, "-c", worker_side], cwd=ROOT, input=cloudpickle.dumps(train_loop), check=True)
 
 
 @pytest.mark.integration
@@ -195,3 +206,72 @@ def test_a_trial_of_two_workers_trains_under_ddp_and_reports_every_epoch(bars, t
     assert (record["stop_reason"], record["stop_epoch"]) == ("completed", 2)
     assert len(record["val_curve"]) == 3  # E0 and both epochs, each once
     assert list((storage / "t" / "train" / record["trial_id"]).glob("checkpoint_*"))
+
+
+class Recorded:
+    """Stands for a controller host: `run.remote(kwargs)` gives back the controller's arguments."""
+
+    class run:  # noqa: N801 - as a Ray actor's method
+        @staticmethod
+        def remote(kwargs: dict) -> dict:
+            return kwargs
+
+
+@pytest.mark.parametrize("started_here", [True, False])
+def test_on_a_ray_started_here_a_trial_asks_no_autoscaler_for_its_workers(started_here, monkeypatch, tmp_path):
+    """Ray Train's FixedScalingPolicy, with no request to the autoscaling coordinator where nothing scales the Ray;
+    a cluster's trials keep Ray Train's own."""
+    from ray.train.v2._internal.execution.scaling_policy import FixedScalingPolicy, create_scaling_policy
+
+    from tuning.sweep import trial_trainer as module
+    from tuning.sweep.ray_env import NO_AUTOSCALER, sweep_env
+
+    assert (sweep_env(local=True).get(NO_AUTOSCALER), sweep_env(local=False).get(NO_AUTOSCALER)) == ("1", None)
+    monkeypatch.setenv(NO_AUTOSCALER, "1") if started_here else monkeypatch.delenv(NO_AUTOSCALER, raising=False)
+    monkeypatch.setattr(module.HOSTS, "take", lambda: Recorded)
+    monkeypatch.setattr(module.HOSTS, "give_back", lambda host: None)
+    monkeypatch.setattr(module.ray, "get", lambda kwargs: kwargs)
+    single = trainer(1, tmp_path)
+    policy = create_scaling_policy(single.scaling_config)
+    assert type(policy) is FixedScalingPolicy  # what Ray Train hands its controller
+    handed = single._initialize_and_run_controller(scaling_policy=policy)["scaling_policy"]
+    assert type(handed) is (module.UnrequestedScaling if started_here else FixedScalingPolicy)
+    assert handed.scaling_config is single.scaling_config
+
+
+def test_a_trial_that_asks_no_autoscaler_never_reaches_the_coordinator_and_still_sizes_its_workers(monkeypatch,
+                                                                                                    tmp_path):
+    from ray.train.v2._internal.execution.scaling_policy import ResizeDecision, scaling_policy
+
+    from tuning.sweep.trial_trainer import UnrequestedScaling
+
+    def reached(*_: object) -> None:
+        raise AssertionError("the autoscaling coordinator was asked")
+
+    monkeypatch.setattr(scaling_policy, "TrainAutoscalingCoordinatorClient", reached)
+    policy = UnrequestedScaling(trainer(1, tmp_path).scaling_config)
+    policy.after_controller_start(None)
+    decision = policy.make_decision_for_non_running_worker_group()
+    assert isinstance(decision, ResizeDecision) and decision.num_workers == 1
+    policy.make_decision_for_running_worker_group(None, None)
+    policy.before_controller_abort()
+    asyncio.run(policy.before_controller_shutdown())
+
+
+def test_ray_trains_fixed_scaling_reaches_the_coordinator_only_through_what_the_trial_leaves_out():
+    """Where Ray Train's policy touches the coordinator's client: the two methods UnrequestedScaling replaces, the
+    calls they would make, and the cancel that returns at once without a client."""
+    from ray.train.v2._internal.execution.scaling_policy import FixedScalingPolicy, ScalingPolicy
+
+    def source(cls: type, name: str) -> str:
+        return inspect.getsource(vars(cls)[name])
+
+    touching = {name for name, member in vars(ScalingPolicy).items()
+                if callable(member) and "_coordinator_client" in inspect.getsource(member)}
+    assert touching == {"__init__", "after_controller_start", "_maybe_send_resource_request",
+                        "_send_resource_request", "_cancel_resource_request"}
+    assert "if self._coordinator_client is None:\n            return" in source(ScalingPolicy, "_cancel_resource_request")
+    for hook in ("before_controller_shutdown", "before_controller_abort"):
+        assert "self._cancel_resource_request()" in source(ScalingPolicy, hook)
+    for decision in ("make_decision_for_non_running_worker_group", "make_decision_for_running_worker_group"):
+        assert "self._maybe_send_resource_request()" in source(FixedScalingPolicy, decision)
