@@ -66,8 +66,12 @@ def print_test_look(test: dict[str, Any] | None, folder: Path) -> None:
         print(f"test: {line}; its runs alone {members}; ship it with `best --register MODEL --ensemble`")
     initial = test.get("vs_initial")
     if initial:
-        line = verdict_line(test["test_loss"], initial["test_loss"], initial["dm_pvalue"], "the untuned configuration")
-        print(f"{line}; the untuned configuration is trial {initial['trial_id']}, the space's first initial point, "
-              "for reference: it chooses nothing")
+        own = "n_test" in initial  # trained on other data settings: on the test samples both forecast
+        line = verdict_line(initial["ratio"] * initial["test_loss"] if own else test["test_loss"],
+                            initial["test_loss"], initial["dm_pvalue"], "the untuned configuration")
+        common = f" (on the {initial['n_test']} test samples both forecast, each on its own data settings)" \
+            if own else ""
+        print(f"{line}{common}; the untuned configuration is trial {initial['trial_id']}, the space's first initial "
+              "point, for reference: it chooses nothing")
     if "vs_har" in test:
         print(verdict_line(test["test_loss"], test["vs_har"]["test_loss"], test["vs_har"]["dm_pvalue"]))

@@ -6,7 +6,8 @@ Nothing before it reads the test segment: not a trial, not the scheduler, not th
 Beside the winner's loss the look says whether it beats HAR by more than noise: the ratio of the two losses
 and a Diebold-Mariano test of their squared errors (model/diebold_mariano.py). The same is said against the
 space's first initial point (the untuned configuration, as its search trial trained it): for reference only,
-it chooses nothing.
+it chooses nothing. Where the space searches data settings, each model is scored on the Dataset it trained on, and
+the two are compared on the test samples both forecast (a longer window starts later), in the winner's units.
 
 Every look is kept: <sweep folder>/test.json holds a list, one entry per look (the trial, the time, the
 sweep's search trials at that moment). A sweep whose winner already has a look reads it back instead of
@@ -46,9 +47,11 @@ def look_due(folder: Path, winner: TrialRecord, data: Dataset) -> bool:
 
 
 def look_at_test_segment(folder: Path, ray_storage: str, train_storage: str, winner: TrialRecord, data: Dataset,
-                         members: list[TrialRecord], initial: TrialRecord | None, trials: int) -> dict[str, Any] | None:
+                         members: list[TrialRecord], initial: TrialRecord | None, trials: int,
+                         initial_data: Dataset | None = None) -> dict[str, Any] | None:
     """The winner's look (see `score`), taken and added to test.json unless one is there already; None when the
-    data have no test segment. Raises LookFailed when a checkpoint it needs is gone."""
+    data have no test segment. Raises LookFailed when a checkpoint it needs is gone. `data`: the Dataset the winner
+    trained on; `initial_data`: the one the initial trial trained on, where its data settings differ."""
     if not len(data.test_index):
         return None
     kept = latest_look(folder, winner.trial_id)
@@ -56,17 +59,18 @@ def look_at_test_segment(folder: Path, ray_storage: str, train_storage: str, win
         return kept
     looks = read_test_looks(folder)
     look = {"look": len(looks) + 1, "time": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "trials": trials, **score(ray_storage, train_storage, winner, data, members, initial)}
+            "trials": trials, **score(ray_storage, train_storage, winner, data, members, initial, initial_data)}
     write_text_atomic(folder / TEST_LOOK, json.dumps([*looks, look], indent=1))
     return look
 
 
 def score(ray_storage: str, train_storage: str, winner: TrialRecord, data: Dataset, members: list[TrialRecord],
-          initial: TrialRecord | None) -> dict[str, Any]:
+          initial: TrialRecord | None, initial_data: Dataset | None = None) -> dict[str, Any]:
     """{trial_id, best_epoch, test_loss, baseline_har, baseline_persistence, baseline_mean, n_test, vs_har} of the
     winner; "vs_initial" with the space's first initial point's trial; with two or more seed `members` (the winner
     first) "ensemble": {trials, val_loss, test_loss, member_test_losses, n_members}. vs_*: {trial_id (of the
-    reference, vs_initial only), test_loss, ratio, dm_stat, dm_pvalue}, the winner's loss over the reference's."""
+    reference, vs_initial only), test_loss, ratio, dm_stat, dm_pvalue}, the winner's loss over the reference's;
+    vs_initial with n_test too where the initial trial trained on other data settings (`initial_data`)."""
     fs = storage_filesystem(ray_storage)
     horizon = 1 if data.summary["target"] == "close" else data.summary["horizon"]  # bars each target overlaps
     with tempfile.TemporaryDirectory(prefix="mamba-tune-test-") as tmp:
@@ -79,14 +83,31 @@ def score(ray_storage: str, train_storage: str, winner: TrialRecord, data: Datas
         if initial is not None and initial.trial_id != winner.trial_id:  # the winner untuned: nothing to compare
             reference = stage_record_best(fs, train_storage, initial, Path(tmp) / "initial.pt")
             if reference is not None:
-                scores["vs_initial"] = {"trial_id": initial.trial_id,
-                                        **_versus(errors, squared_errors_on_test_segment([reference], data), horizon)}
+                own = initial_data if initial_data is not None else data
+                theirs = squared_errors_on_test_segment([reference], own)  # (n_test of own,)
+                mine, theirs, n_common = on_common_test_samples(errors, data, theirs, own)
+                scores["vs_initial"] = {"trial_id": initial.trial_id, **_versus(mine, theirs, horizon),
+                                        **({} if own is data else {"n_test": n_common})}
         if len(members) > 1:
             staged = [best, *(stage_record_best(fs, train_storage, m, Path(tmp) / f"member-{i}.pt")
                               for i, m in enumerate(members[1:], 1))]
             if all(path is not None for path in staged):
                 scores["ensemble"] = {"trials": [m.trial_id for m in members], **score_ensemble(staged, data)}
     return scores
+
+
+def on_common_test_samples(errors: np.ndarray, data: Dataset, their_errors: np.ndarray,
+                           their_data: Dataset) -> tuple[np.ndarray, np.ndarray, int]:
+    """Two models' squared errors on the test segment, each on the Dataset it trained on: errors (n_test,) on `data`
+    and their_errors (their n_test,) on `their_data`; -> both (n_common,) on the test samples both forecast, in
+    `data`'s scaled target units, and n_common. The same Dataset: both as they are. Samples are matched by their last
+    input bar (the same target: the horizon and target are never searched); a squared error in one Dataset's units is
+    one in the other's times the ratio of their training targets' variances."""
+    if their_data is data:
+        return errors, their_errors, len(errors)
+    _, mine, theirs = np.intersect1d(data.test_index, their_data.test_index, assume_unique=True, return_indices=True)
+    rescale = (their_data.scaler.target_std / data.scaler.target_std) ** 2
+    return errors[mine], their_errors[theirs] * rescale, len(mine)
 
 
 def _versus(errors: np.ndarray, reference: np.ndarray, horizon: int) -> dict[str, float]:

@@ -37,7 +37,7 @@ import ray.tune
 
 from model.atomic import write_text_atomic
 from model.bars import read_bars
-from model.data import Dataset, dataset_for, load_dataset
+from model.data import DataConfig, Dataset, dataset_for, load_dataset
 from model.training import data_identity
 from tuning.bars_file import bars_identity
 from tuning.cluster.autoscaler import launchable_nodes
@@ -299,9 +299,12 @@ def _one_look(paths: SweepPaths, space: SweepSpace, data: Dataset,
     if chosen is None:
         return None, None
     try:
-        data = data_of(space, data, chosen.params)
-        return look_at_test_segment(paths.folder, paths.ray_storage, f"{paths.sweep_storage}/train", chosen, data,
-                                    seed_members(records, chosen), initial_trial(records, space), trials), None
+        initial = initial_trial(records, space)
+        winners = data_of(space, data, chosen.params)
+        own_data = initial is not None and data_settings(space, initial.params) != data_settings(space, chosen.params)
+        return look_at_test_segment(paths.folder, paths.ray_storage, f"{paths.sweep_storage}/train", chosen, winners,
+                                    seed_members(records, chosen), initial, trials,
+                                    initial_data=data_of(space, data, initial.params) if own_data else None), None
     except Exception as exc:  # noqa: BLE001 - the sweep's results stand without it; say why it is missing
         return None, f"could not score trial {chosen.trial_id} there ({first_line(exc)})"
 
@@ -323,7 +326,12 @@ def end_lost_trials(paths: SweepPaths) -> None:
 
 def data_of(space: SweepSpace, data: Dataset, params: dict[str, Any]) -> Dataset:
     """The Dataset a trial with these parameters trained on: the sweep's, unless it searched data settings."""
-    return dataset_for(data, space.run.data, with_params(space.run, params).data)
+    return dataset_for(data, space.run.data, data_settings(space, params))
+
+
+def data_settings(space: SweepSpace, params: dict[str, Any]) -> DataConfig:
+    """The data settings a trial with these parameters trained on."""
+    return with_params(space.run, params).data
 
 
 def _trial_setup(paths: SweepPaths, space: SweepSpace, data: Dataset, plan: TrialPlan) -> TrialSetup:

@@ -119,3 +119,28 @@ def test_initial_trial_is_the_search_trial_of_the_first_initial_point():
     assert initial_trial([confirming, record("x", 0.4), first], space).trial_id == "a"
     assert initial_trial([record("x", 0.4)], space) is None
     assert initial_trial([first], parse_space({**SPACE, "initial": []}, "space")) is None
+
+
+def test_two_models_trained_on_other_windows_are_compared_on_the_test_samples_both_forecast(tmp_path):
+    """The untuned configuration's window differs from the winner's (a searched data.window): each forecasts the
+    samples of its own Dataset; the comparison keeps the targets both forecast, in the winner's units."""
+    from model.data import DataConfig, load_dataset
+    from tests.bars import write_bars
+    from tuning.sweep.one_look import on_common_test_samples
+
+    bars = write_bars(tmp_path / "bars.parquet", 1500, seed=3)
+    short, long = (load_dataset(bars, DataConfig(window=w, horizon=6)) for w in (32, 64))
+    assert len(long.test_index) < len(short.test_index)  # a longer window's first test sample ends later
+    assert short.scaler.target_std != long.scaler.target_std  # and its training targets differ
+
+    def squared_errors(data) -> np.ndarray:  # (n_test,) one error per target, the same in raw units whichever data
+        return (data.test_index.astype(np.float64) % 7 + 1) / data.scaler.target_std ** 2
+
+    mine, theirs, n_common = on_common_test_samples(squared_errors(short), short, squared_errors(long), long)
+    assert n_common == len(long.test_index) == len(mine) == len(theirs)
+    torch.testing.assert_close(theirs, mine)  # the same targets, in the short window's units
+    expected = (long.test_index.astype(np.float64) % 7 + 1) / short.scaler.target_std ** 2
+    torch.testing.assert_close(mine, expected)
+    same = on_common_test_samples(squared_errors(short), short, squared_errors(short) * 2, short)
+    assert same[2] == len(short.test_index) and same[1] is not same[0]
+    torch.testing.assert_close(same[1], squared_errors(short) * 2)  # one Dataset: as they are

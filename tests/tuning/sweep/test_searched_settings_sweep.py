@@ -11,6 +11,7 @@ import optuna
 import pytest
 import yaml
 
+from model.data import DataConfig, load_dataset
 from tests.cli import run_cli
 from tests.tuning.sweeps import space_values
 from tuning.sweep_files import LEDGER, sweep_paths
@@ -56,7 +57,8 @@ def test_gaussian_process_search_over_width_depth_window_and_learning_rate_runs_
     search = {"model.d_model": {"choices": [16, 32]}, "model.n_layers": {"low": 1, "high": 2},
               "data.window": {"low": 16, "high": 32, "step": 8}, "learning_rate": {"low": 1e-3, "high": 1e-2,
                                                                                    "log": True}}
-    values = {**space_values(name="gp", trials=4, initial=[], gate={"epoch": 2, "threshold": 100.0}),
+    untuned = {"model.d_model": 16, "model.n_layers": 1, "data.window": 32, "learning_rate": 3e-3}
+    values = {**space_values(name="gp", trials=4, initial=[untuned], gate={"epoch": 2, "threshold": 100.0}),
               "sampler": "gp", "search": search}
     values["run"]["train"] = {"weight_decay": 1e-2, "batch_size": 64}
     space = tmp_path / "space.yaml"
@@ -73,3 +75,19 @@ def test_gaussian_process_search_over_width_depth_window_and_learning_rate_runs_
     study = optuna.load_study(study_name="gp", storage=sweep_paths(str(tmp_path / "s"), "gp").study_url)
     assert study.user_attrs["sampler"] == "gp" and len(study.trials) == 4
     assert "best: trial " in done.stdout
+
+    (look,) = json.loads((tmp_path / "s" / "gp" / "test.json").read_text())  # each model on its own Dataset
+    winner = next(r for r in records if r["trial_id"] == look["trial_id"])
+    windows = winner["params"]["data.window"], untuned["data.window"]
+    def n_test(window: int) -> int:
+        return len(load_dataset(bars, DataConfig(**{**values["run"]["data"], "window": window})).test_index)
+
+    assert look["n_test"] == n_test(windows[0])
+    (initial,) = [r for r in records if all(r["params"][key] == value for key, value in untuned.items())]
+    if look["trial_id"] != initial["trial_id"]:  # the untuned configuration did not win: compared with it
+        versus = look["vs_initial"]
+        if windows[0] == windows[1]:
+            assert "n_test" not in versus  # the winner's Dataset, all its test samples
+        else:  # the test samples both forecast: those of the longer window
+            assert versus["n_test"] == n_test(max(windows))
+        assert versus["ratio"] > 0 and versus["test_loss"] > 0

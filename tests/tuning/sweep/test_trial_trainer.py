@@ -113,6 +113,7 @@ RUNTIME_ENVS = textwrap.dedent("""
 
 
 @pytest.mark.integration
+@pytest.mark.faults  # a Ray Train run and a Tune trial on a Ray of their own (26 s): the faults tier, for time
 def test_a_trials_processes_run_in_the_sweeps_environment_without_one_of_their_own(tmp_path):
     """On a local Ray started as a sweep starts it: Ray Train's own trainer, from the driver, gives its controller a
     runtime environment (then started through the runtime-env agent); a trial's Tune actor, its controller and its

@@ -1,0 +1,32 @@
+"""The sweep's report of its look at the test segment (tuning/cli/sweep_report.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tuning.cli.sweep_report import print_test_look
+
+LOOK = {"trial_id": "w1", "best_epoch": 3, "test_loss": 0.5, "n_test": 120, "baseline_har": 0.6,
+        "baseline_persistence": 0.9, "baseline_mean": 1.0,
+        "vs_har": {"test_loss": 0.6, "ratio": 0.5 / 0.6, "dm_stat": -2.5, "dm_pvalue": 0.01}}
+
+
+def initial_line(capsys, look: dict, folder: Path) -> str:
+    print_test_look(look, folder)
+    return next(line for line in capsys.readouterr().out.splitlines() if "untuned configuration 0." in line)
+
+
+def test_the_untuned_configuration_on_the_winners_data_is_compared_on_every_test_sample(capsys, tmp_path):
+    line = initial_line(capsys, {**LOOK, "vs_initial": {"trial_id": "i0", "test_loss": 0.8, "ratio": 0.625,
+                                                        "dm_stat": -3.0, "dm_pvalue": 0.002}}, tmp_path)
+    assert line.startswith("test segment: winner 0.500 vs the untuned configuration 0.800 (-37.5%, DM p=0.002)")
+    assert "both forecast" not in line and "trial i0" in line
+
+
+def test_the_untuned_configuration_on_other_data_settings_is_compared_on_the_samples_both_forecast(capsys,
+                                                                                                 tmp_path):
+    """Its window differs: the winner's loss on the common samples (ratio x the reference's), and how many."""
+    line = initial_line(capsys, {**LOOK, "vs_initial": {"trial_id": "i0", "test_loss": 0.8, "ratio": 0.75,
+                                                        "dm_stat": -1.0, "dm_pvalue": 0.3, "n_test": 100}}, tmp_path)
+    assert line.startswith("test segment: winner 0.600 vs the untuned configuration 0.800 (-25.0%, DM p=0.30)")
+    assert "(on the 100 test samples both forecast, each on its own data settings)" in line
