@@ -14,6 +14,7 @@ import json
 import subprocess
 import sys
 import textwrap
+import threading
 
 import cloudpickle
 import pytest
@@ -235,7 +236,12 @@ def test_on_a_ray_started_here_a_trial_asks_no_autoscaler_for_its_workers(starte
     single = trainer(1, tmp_path)
     policy = create_scaling_policy(single.scaling_config)
     assert type(policy) is FixedScalingPolicy  # what Ray Train hands its controller
-    handed = single._initialize_and_run_controller(scaling_policy=policy)["scaling_policy"]
+    handed = []  # from a thread, as a Tune trial runs it: Ray Train registers a SIGINT handler in the main one
+    thread = threading.Thread(target=lambda: handed.append(
+        single._initialize_and_run_controller(scaling_policy=policy)["scaling_policy"]))
+    thread.start()
+    thread.join(30)
+    (handed,) = handed
     assert type(handed) is (module.UnrequestedScaling if started_here else FixedScalingPolicy)
     assert handed.scaling_config is single.scaling_config
 
