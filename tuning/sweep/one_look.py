@@ -85,9 +85,9 @@ def score(ray_storage: str, train_storage: str, winner: TrialRecord, data: Datas
             if reference is not None:
                 own = initial_data if initial_data is not None else data
                 theirs = squared_errors_on_test_segment([reference], own)  # (n_test of own,)
-                mine, theirs, n_common = on_common_test_samples(errors, data, theirs, own)
+                mine, theirs = on_common_test_samples(errors, data, theirs, own)
                 scores["vs_initial"] = {"trial_id": initial.trial_id, **_versus(mine, theirs, horizon),
-                                        **({} if own is data else {"n_test": n_common})}
+                                        **({} if own is data else {"n_test": len(mine)})}
         if len(members) > 1:
             staged = [best, *(stage_record_best(fs, train_storage, m, Path(tmp) / f"member-{i}.pt")
                               for i, m in enumerate(members[1:], 1))]
@@ -97,17 +97,17 @@ def score(ray_storage: str, train_storage: str, winner: TrialRecord, data: Datas
 
 
 def on_common_test_samples(errors: np.ndarray, data: Dataset, their_errors: np.ndarray,
-                           their_data: Dataset) -> tuple[np.ndarray, np.ndarray, int]:
+                           their_data: Dataset) -> tuple[np.ndarray, np.ndarray]:
     """Two models' squared errors on the test segment, each on the Dataset it trained on: errors (n_test,) on `data`
     and their_errors (their n_test,) on `their_data`; -> both (n_common,) on the test samples both forecast, in
-    `data`'s scaled target units, and n_common. The same Dataset: both as they are. Samples are matched by their last
+    `data`'s scaled target units. The same Dataset: both as they are. Samples are matched by their last
     input bar (the same target: the horizon and target are never searched); a squared error in one Dataset's units is
     one in the other's times the ratio of their training targets' variances."""
     if their_data is data:
-        return errors, their_errors, len(errors)
+        return errors, their_errors
     _, mine, theirs = np.intersect1d(data.test_index, their_data.test_index, assume_unique=True, return_indices=True)
     rescale = (their_data.scaler.target_std / data.scaler.target_std) ** 2
-    return errors[mine], their_errors[theirs] * rescale, len(mine)
+    return errors[mine], their_errors[theirs] * rescale
 
 
 def _versus(errors: np.ndarray, reference: np.ndarray, horizon: int) -> dict[str, float]:

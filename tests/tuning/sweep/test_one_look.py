@@ -136,11 +136,11 @@ def test_two_models_trained_on_other_windows_are_compared_on_the_test_samples_bo
     def squared_errors(data) -> np.ndarray:  # (n_test,) one error per target, the same in raw units whichever data
         return (data.test_index.astype(np.float64) % 7 + 1) / data.scaler.target_std ** 2
 
-    mine, theirs, n_common = on_common_test_samples(squared_errors(short), short, squared_errors(long), long)
-    assert n_common == len(long.test_index) == len(mine) == len(theirs)
+    mine, theirs = on_common_test_samples(squared_errors(short), short, squared_errors(long), long)
+    assert len(long.test_index) == len(mine) == len(theirs)
     torch.testing.assert_close(theirs, mine)  # the same targets, in the short window's units
     expected = (long.test_index.astype(np.float64) % 7 + 1) / short.scaler.target_std ** 2
     torch.testing.assert_close(mine, expected)
     same = on_common_test_samples(squared_errors(short), short, squared_errors(short) * 2, short)
-    assert same[2] == len(short.test_index) and same[1] is not same[0]
+    assert len(same[0]) == len(same[1]) == len(short.test_index) and same[1] is not same[0]
     torch.testing.assert_close(same[1], squared_errors(short) * 2)  # one Dataset: as they are
