@@ -37,7 +37,8 @@ demo: $(STAMP)
 	$(VENV)/bin/mamba-tune list --storage runs/demo/sweeps
 	$(VENV)/bin/mamba-tune best smoke --storage runs/demo/sweeps --out runs/demo/best.yaml \
 		--register mamba-forecaster-demo
-	$(VENV)/bin/mamba-tune train --data runs/demo/bars.parquet --config runs/demo/best.yaml --out runs/demo/train
+	$(VENV)/bin/mamba-tune train --data runs/demo/bars.parquet --config runs/demo/best.yaml --out runs/demo/train \
+		--look --storage runs/demo/sweeps
 	$(VENV)/bin/mamba-tune data synth --out runs/demo/new.parquet --bars 800 --seed 1 --after runs/demo/bars.parquet
 	$(VENV)/bin/mamba-tune promote mamba-forecaster-demo --data runs/demo/new.parquet
 	@echo "browse the sweep and its trials: .venv/bin/mamba-tune ui smoke (or make ui)"

@@ -10,9 +10,11 @@ by default): the split bar s starts the validation segment, the test bar t the t
 segment. A training sample's bars, inputs and target, all lie before s; a validation
 sample's input window starts at s or later and its target ends before t; a test sample's
 input window starts at t or later. The samples that would straddle a cut are dropped:
-those are the gaps. Nothing in a sweep reads the test segment. Windows are strided views
-of one contiguous feature array; the arrays are plain numpy, so several trials share one
-copy (Ray's object store maps them).
+those are the gaps. With align_window the samples are those a window of that many bars leaves (a sweep that
+searches the window sets its longest: every trial is then scored on the same samples, scaled alike; the rule is
+tuning/search/sample_alignment.py's), the model still reading `window` bars of each. Nothing in a sweep reads the
+test segment. Windows are strided views of one contiguous feature array; the arrays are plain numpy, so
+several trials share one copy (Ray's object store maps them).
 """
 
 from __future__ import annotations
@@ -55,9 +57,17 @@ class DataConfig:
     vol_lookbacks: tuple[int, ...] | None = None  # trailing volatility inputs in bars; None: HAR's that fit the window
     residual_to: str = "har"  # "har": the model forecasts a correction to HAR's forecast (an input); "none"
     leverage_lookbacks: tuple[int, ...] | None = None  # mean-fall inputs in bars; None: the volatility inputs'
+    # Samples (training, validation, test) as a window of this many bars leaves them, at least `window`: a sweep that
+    # searches data.window sets its longest, so every trial is scored on the same samples; None: the window's own
+    align_window: int | None = None
 
     def __post_init__(self) -> None:
-        require_positive_ints(self, ("window", "horizon", "min_val_samples", "fold"))
+        require_positive_ints(self, ("window", "horizon", "min_val_samples", "fold", "align_window"),
+                              optional=("align_window",))
+        if self.align_window is not None and self.align_window < self.window:
+            raise ValueError(f"align_window {self.align_window} is shorter than the window of {self.window} bars, "
+                             "and samples aligned to it would not leave the window room; use an align_window of at "
+                             f"least {self.window}, or remove it")
         for name in LOOKBACK_SETTINGS:
             if isinstance(getattr(self, name), list):  # YAML and JSON give lists
                 object.__setattr__(self, name, tuple(getattr(self, name)))
@@ -105,6 +115,11 @@ class DataConfig:
     def residual(self) -> bool:
         """Whether the HAR forecast is the last input and the model forecasts a correction to it."""
         return self.residual_to == "har"
+
+    @property
+    def sample_window(self) -> int:
+        """The window the samples are cut for: align_window where set, else the window itself."""
+        return self.window if self.align_window is None else self.align_window
 
     @property
     def input_lookbacks(self) -> tuple[int, ...]:
@@ -245,6 +260,7 @@ def dataset_from_bars(bars: Bars, config: DataConfig, path: str | Path) -> Datas
         "vol_lookbacks": list(config.input_lookbacks), "leverage_lookbacks": list(config.input_leverage_lookbacks),
         "residual_to": config.residual_to,
         "har": {"lookbacks": list(lookbacks), "coefficients": har.tolist()},
+        **({"align_window": config.align_window} if config.align_window is not None else {}),
     }
     return Dataset(features, scaled_target, train_index, val_index, test_index, w, split, test_bar, scaler,
                    baselines, test_baselines, summary, test_har)
@@ -280,10 +296,12 @@ def require_enough_bars(path: str | Path, n: int, config: DataConfig) -> None:
                         f"{config.fold} validation segments of val_fraction {config.val_fraction} and test_fraction "
                         f"{config.test_fraction} leave no bar to train on; use at most {most} folds or a smaller "
                         "val_fraction")
-    w, h = config.window, config.horizon
+    w, h = config.sample_window, config.horizon
     segments = "validation and test segments" if config.test_fraction else "validation segment"
     fold = f" and walk-forward fold {config.fold} (confirm.folds)" if config.fold > 1 else ""
-    raise DataError(f"{path}: {n} bars are too few, window {w} + horizon {h} + at least "
+    window = f"window {w}" if config.align_window is None else \
+        f"window {config.window} aligned to {w} (align_window: the sweep's longest)"
+    raise DataError(f"{path}: {n} bars are too few, {window} + horizon {h} + at least "
                     f"{config.min_val_samples} samples in the {segments} need {_bars_needed(config)} bars at "
                     f"val_fraction {config.val_fraction} and test_fraction {config.test_fraction}{fold}; use "
                     f"more bars, a shorter window{', fewer folds' if fold else ''} or larger fractions")
@@ -300,9 +318,10 @@ def _samples(n: int, config: DataConfig) -> tuple[int, int, tuple[np.ndarray, np
     Training samples end by split-1-h (their targets too); validation windows start at split and
     their targets end before the validation segment's end (fold 1: the test bar); test windows start
     at the test bar. Fold f's validation segment is fold 1's, moved f-1 lengths earlier. Inputs start
-    at bar 1 (bar 0 has no previous bar) and persistence needs h bars before.
+    at bar 1 (bar 0 has no previous bar) and persistence needs h bars before. The window here is the sample
+    window (align_window where set): every window up to it gets the same samples.
     """
-    w, h = config.window, config.horizon
+    w, h = config.sample_window, config.horizon
     test_bar = test_segment_start(n, config)
     fold_one = int(round(n * (1 - config.test_fraction - config.val_fraction)))
     length = test_bar - fold_one  # bars in a validation segment
@@ -327,7 +346,7 @@ def _bars_needed(config: DataConfig) -> int:
         _, _, samples = _samples(n, config)
         return _enough(config, *samples)
 
-    low, high = 1, config.window + config.horizon + config.min_val_samples
+    low, high = 1, config.sample_window + config.horizon + config.min_val_samples
     while not enough(high):
         low, high = high, high * 2
     while low < high:

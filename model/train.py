@@ -26,14 +26,23 @@ def fit(
     checkpoint_dir: str | Path | None = None,
     resume: bool = False,
     progress: Progress | None = None,
+    stop_epoch: int | None = None,
+    schedule_samples: int | None = None,
 ) -> FitResult:
     """Train a Forecaster on `data`; with checkpoint_dir, keep last.pt and best.pt there.
 
     Stops at the first non-finite loss or gradient (status "nan", nothing kept from that
     epoch); with resume, continues from checkpoint_dir/last.pt when there is one.
+    stop_epoch: the last epoch trained (None: train_config.epochs), the warmup + cosine still
+    spanning all train_config.epochs (a sweep winner's schedule, stopped at its best epoch);
+    schedule_samples: training samples an epoch of that schedule counts (None: the data's own;
+    a refit passes its trial's, so its learning rate at each epoch's end is the trial's).
     """
+    last_epoch = train_config.epochs if stop_epoch is None else stop_epoch
+    if not 1 <= last_epoch <= train_config.epochs:
+        raise ValueError(f"stop_epoch must be in 1..{train_config.epochs} (the schedule's epochs), got {stop_epoch!r}")
     # -- set up: the model, optimizer and schedule, all seeded ------------------------------
-    run = Training.start(train_config, model_config, data, checkpoint_dir)
+    run = Training.start(train_config, model_config, data, checkpoint_dir, schedule_samples)
     # -- resume: every piece of state from last.pt --------------------------------------------
     if resume and run.can_restore():
         run.restore()
@@ -41,8 +50,8 @@ def fit(
     if not run.history and not run.record(run.evaluate_e0(), report):
         return run.result("nan", 0)
     # -- training epochs: train, evaluate, record ------------------------------------------------
-    for epoch in range(run.epoch + 1, train_config.epochs + 1):
+    for epoch in range(run.epoch + 1, last_epoch + 1):
         metrics = run.train_epoch(epoch, progress)
         if metrics is None or not run.record(metrics, report):
             return run.result("nan", epoch)
-    return run.result("completed", train_config.epochs)
+    return run.result("completed", last_epoch)

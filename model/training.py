@@ -79,8 +79,13 @@ class Training:
 
     @classmethod
     def start(cls, config: TrainConfig, model_config: ModelConfig, data: Dataset,
-              checkpoint_dir: str | Path | None) -> Training:
-        """The model (seeded), its AdamW and warmup + cosine schedule, on the configured device."""
+              checkpoint_dir: str | Path | None, schedule_samples: int | None = None) -> Training:
+        """The model (seeded), its AdamW and warmup + cosine schedule, on the configured device.
+
+        The schedule spans config.epochs epochs of `schedule_samples` training samples each (None: the data's
+        own); a run with more samples an epoch (a refit) maps its steps onto it, so that the learning rate at
+        the end of each epoch is the one the run on `schedule_samples` samples had there.
+        """
         device = resolve_device(config.device)
         model_config = dataclasses.replace(model_config, n_features=data.n_features, n_targets=1,  # set by the data
                                            residual=data.residual)
@@ -97,10 +102,12 @@ class Training:
         if config.batch_size < world:
             raise ValueError(f"batch_size {config.batch_size} is smaller than the {world} workers sharing each "
                              "batch; raise batch_size or use fewer workers")
-        total_steps = steps_per_epoch(len(data.train_index), config.batch_size, world) * config.epochs
+        steps = steps_per_epoch(len(data.train_index), config.batch_size, world)
+        scheduled = steps_per_epoch(schedule_samples or len(data.train_index), config.batch_size, world)
+        total_steps = scheduled * config.epochs
         warmup = round(config.warmup_fraction * total_steps)
-        scheduler = torch.optim.lr_scheduler.LambdaLR(
-            optimizer, lambda step: lr_factor(step, total_steps, warmup, config.min_lr_fraction))
+        scheduler = torch.optim.lr_scheduler.LambdaLR(  # step * scheduled / steps: exact at every epoch's end
+            optimizer, lambda step: lr_factor(step * scheduled / steps, total_steps, warmup, config.min_lr_fraction))
         # On CPU a batch of 512 windows runs 3x slower per sample than 64 at a time (cache-bound
         # intermediates), so batches are split and gradients accumulated: the same gradient.
         micro = config.micro_batch_size or (config.batch_size if device.type == "cuda" else 64)

@@ -25,6 +25,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 # Assertions in these helpers say what differed, as in the test modules themselves.
 pytest.register_assert_rewrite("tests.tuning.mlflow_layout", "tests.processes")
 
+# A webhook a developer's shell gives every sweep (tuning/search/notify_config.py) is told of no test's sweep.
+os.environ.pop("MAMBA_TUNE_WEBHOOK", None)
+
 
 @pytest.fixture(scope="session", autouse=True)
 def session_tracking_store(tmp_path_factory):

@@ -19,6 +19,7 @@ TUNE_DIR = "tune"  # Ray Tune's experiment, beside our files
 TRACKING_STAGING = "tracking"  # files on their way to MLflow, removed once sent
 TRACKING_SPOOL = "tracking-pending.jsonl"  # MLflow writes not yet sent, replayed by `resume`
 TEST_LOOK = "test.json"  # the winner scored on the test segment, once (tuning/sweep/one_look.py)
+TRAIN_LOOK = "train"  # a look's `by` when `train --look` took it (tuning/cli/train_look.py), not the sweep
 DRIVER = "driver.json"  # the process driving the sweep now (tuning/sweep/driver_mark.py)
 RAY_LOG = "ray.log"  # Ray's own messages, kept out of the progress lines (tuning/cli/ray_output.py)
 
@@ -66,8 +67,10 @@ def read_test_looks(folder: Path) -> list[dict[str, Any]]:
 
 
 def latest_look(folder: Path, trial_id: str) -> dict[str, Any] | None:
-    """The newest look at the test segment that scored trial `trial_id`; None when none did."""
-    return next((look for look in reversed(read_test_looks(folder)) if look["trial_id"] == trial_id), None)
+    """The newest look the sweep took at the test segment that scored trial `trial_id`; None when none did. A look
+    `train --look` took (`by` TRAIN_LOOK) scored a model trained again, not the trial's: it counts, it is not one."""
+    return next((look for look in reversed(read_test_looks(folder))
+                 if look["trial_id"] == trial_id and look.get("by") != TRAIN_LOOK), None)
 
 
 def unwritable_reason(folder: Path) -> str | None:

@@ -148,3 +148,14 @@ def test_the_head_starts_ray_and_mlflow_only_where_none_runs(config, tmp_path):
     # what the old commands did to a live cluster (and their pkill -f killed its own shell, whose command line
     # names 'mlflow server' too, before it could start one)
     assert run_head_start(STOPPING_HEAD_START, tmp_path, ray_runs=True, mlflow_runs=True) == ["ray stop", "ray start"]
+
+
+def test_the_heads_ray_gives_a_stopped_sweep_the_time_its_end_takes(config):
+    # `ray job stop`: SIGTERM, which the sweep handles as Ctrl-C, then SIGKILL after RAY_JOB_STOP_WAIT_TIME_S
+    # seconds (Ray's default: 3); every job's supervisor runs on the head and has its Ray's environment.
+    from tuning.sweep.looks_kept import LOOK_SENT_S
+    from tuning.tracking.runs import CLOSE_TIMEOUT_S
+
+    start = " ".join(config["head_start_ray_commands"])
+    wait = re.search(r"\bRAY_JOB_STOP_WAIT_TIME_S=(\d+) (?:\S+=\S+ )*\S*ray start --head\b", start)
+    assert wait and int(wait.group(1)) > LOOK_SENT_S + CLOSE_TIMEOUT_S, start

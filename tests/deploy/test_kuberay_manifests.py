@@ -156,3 +156,35 @@ def test_kuberay_heads_volume_is_writable_by_the_images_user(cluster):
     dockerfile = (ROOT / "deploy" / "Dockerfile").read_text()
     uid = int(re.search(r"useradd .*--uid (\d+)", dockerfile).group(1))
     assert cluster["spec"]["headGroupSpec"]["template"]["spec"]["securityContext"]["fsGroup"] == uid
+
+
+STOP_WAIT = "RAY_JOB_STOP_WAIT_TIME_S"  # Ray's: the seconds between a stopped job's SIGTERM and its SIGKILL
+
+
+def sweep_stop_s() -> float:
+    """The longest a sweep's own end waits on MLflow once stopped: its look's send, then the close."""
+    from tuning.sweep.looks_kept import LOOK_SENT_S
+    from tuning.tracking.runs import CLOSE_TIMEOUT_S
+
+    return LOOK_SENT_S + CLOSE_TIMEOUT_S
+
+
+def test_ray_reads_the_stop_wait_the_manifests_set():
+    import inspect
+
+    from ray.dashboard.modules.job.job_supervisor import JobSupervisor
+
+    assert STOP_WAIT in inspect.getsource(JobSupervisor) and JobSupervisor.DEFAULT_RAY_JOB_STOP_WAIT_TIME_S == 3
+
+
+def test_kuberay_gives_a_stopped_sweep_the_time_its_end_takes(cluster, job):
+    # `ray job stop` and a RayJob deleted: SIGTERM, which the sweep handles as Ctrl-C, then SIGKILL after the wait
+    head = container(cluster["spec"]["headGroupSpec"])
+    wait = int({var["name"]: var["value"] for var in head["env"]}[STOP_WAIT])  # every job on this cluster
+    assert wait > sweep_stop_s()
+    assert int(yaml.safe_load(job["spec"]["runtimeEnvYAML"])["env_vars"][STOP_WAIT]) == wait  # this job anywhere
+    # the head pod deleted: its preStop hook stops the running jobs so, and waits for them, within the grace period
+    assert cluster["spec"]["headGroupSpec"]["template"]["spec"]["terminationGracePeriodSeconds"] > wait
+    code = head["lifecycle"]["preStop"]["exec"]["command"][-1]
+    compile(code, "preStop", "exec")
+    assert "stop_job(" in code and "is_terminal()" in code

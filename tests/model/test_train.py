@@ -63,6 +63,43 @@ def test_lr_factor_warms_up_linearly_then_follows_the_cosine():
     assert all(a >= b for a, b in zip(factors, factors[1:], strict=False))
 
 
+def test_lr_factor_of_a_fractional_step_stays_on_the_schedule():
+    """A refit maps its steps onto its trial's (model/training.py): between two warmup steps the factor lies between
+    theirs, never above the peak."""
+    total, warmup, floor = 101, 10, 0.1
+    torch.testing.assert_close(torch.tensor([lr_factor(s, total, warmup, floor) for s in (3.5, 9.5, 9.999)]),
+                               torch.tensor([0.45, 1.0, 1.0]))
+
+
+def test_training_schedule_of_a_refit_gives_its_trial_lr_at_every_epoch_end(small_data):
+    """A refit (more training samples an epoch, so more steps) told its trial's sample count ends every epoch at
+    the learning rate the trial had there: the same warmup and cosine over the same epochs."""
+    from model.data import refit_dataset
+
+    config = TrainConfig(epochs=5, batch_size=64, lr=3e-3, warmup_fraction=0.3)
+    tiny = ModelConfig(d_model=16, n_layers=1, d_state=16, headdim=16, chunk_size=16)
+    refit = refit_dataset(small_data)
+    lrs = {}
+    for name, data, samples in (("trial", small_data, None), ("refit", refit, len(small_data.train_index))):
+        run = train_module.Training.start(config, tiny, data, None, schedule_samples=samples)
+        steps = train_module.steps_per_epoch(len(data.train_index), config.batch_size, 1)
+        ends = []
+        for _ in range(config.epochs):
+            for _ in range(steps):
+                run.optimizer.step()  # no gradients: nothing moves but the schedule
+                run.scheduler.step()
+            ends.append(run.scheduler.get_last_lr()[0])
+        lrs[name] = torch.tensor(ends, dtype=torch.float64)
+    assert len(refit.train_index) > len(small_data.train_index) + 64  # more steps an epoch
+    torch.testing.assert_close(lrs["refit"], lrs["trial"])
+    assert lrs["trial"][-1].item() == pytest.approx(config.lr * config.min_lr_fraction)  # the cosine's floor at its end
+
+
+def test_fit_stop_epoch_past_the_schedule_is_refused(small_data):
+    with pytest.raises(ValueError, match=r"stop_epoch must be in 1\.\.2 \(the schedule's epochs\), got 3"):
+        fit(FAST, SMALL_MODEL, small_data, stop_epoch=3)
+
+
 def test_fit_evaluates_epoch_zero_before_any_step(small_data):
     reports = []
     fit(TrainConfig(epochs=1, batch_size=64), SMALL_MODEL, small_data, report=lambda m, c: reports.append(m))

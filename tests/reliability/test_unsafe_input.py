@@ -27,6 +27,16 @@ CREDENTIALS = {
     "tracking client_secret": (["--tracking-uri", f"https://mlflow.example.com:5000/?client_id={KEY_ID}&"
                                 f"client_secret={SECRET}"], "tracking URI (--tracking-uri or MLFLOW_TRACKING_URI) "
                                "https://mlflow.example.com:5000/ holds credentials (client_secret)"),
+    "study password with '/'": (["--study-url", f"postgresql://bob:pa/{SECRET}@db.example.com/optuna"],
+                                "--study-url postgresql://db.example.com/optuna holds credentials (user:password@)"),
+    "storage S3 SigV2 signed": (["--storage", f"https://my-bucket.s3.amazonaws.com/sweeps?AWSAccessKeyId={KEY_ID}"
+                                 f"&Expires=1700000000&Signature={SECRET}"],
+                                "--storage https://my-bucket.s3.amazonaws.com/sweeps holds credentials "
+                                "(AWSAccessKeyId, Signature)"),
+    "tracking GCS V2 signed": (["--tracking-uri", f"https://storage.googleapis.com/b/mlflow?GoogleAccessId={KEY_ID}"
+                                f"&Expires=1700000000&Signature={SECRET}"],
+                               "tracking URI (--tracking-uri or MLFLOW_TRACKING_URI) "
+                               "https://storage.googleapis.com/b/mlflow holds credentials (GoogleAccessId, Signature)"),
 }
 
 

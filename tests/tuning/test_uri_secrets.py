@@ -31,6 +31,17 @@ FORMS = {  # form: (URI, the credential named, the URI as shown)
     "secret_key": (f"s3://bucket/sweeps?region=us-east-1&secret_key={SECRET}", "secret_key", "s3://bucket/sweeps"),
     "S3 presigned": (f"s3://bucket/sweeps?X-Amz-Credential=id&X-Amz-Signature={SECRET}",
                      "X-Amz-Credential, X-Amz-Signature", "s3://bucket/sweeps"),
+    "S3 SigV2 signed": (f"https://bucket.s3.amazonaws.com/sweeps?AWSAccessKeyId=AKIAEXAMPLE&Expires=1700000000"
+                        f"&Signature={SECRET}", "AWSAccessKeyId, Signature", "https://bucket.s3.amazonaws.com/sweeps"),
+    "GCS V2 signed": (f"https://storage.googleapis.com/bucket/sweeps?GoogleAccessId=sa@p.iam.gserviceaccount.com"
+                      f"&Expires=1700000000&Signature={SECRET}", "GoogleAccessId, Signature",
+                      "https://storage.googleapis.com/bucket/sweeps"),
+    "a password with '/', as SQLAlchemy reads it": (f"postgresql://bob:pa/{SECRET}@db.example.com/optuna",
+                                                    "user:password@", "postgresql://db.example.com/optuna"),
+    "a password with '?', as SQLAlchemy reads it": (f"postgresql://bob:pa?{SECRET}@db.example.com/optuna",
+                                                    "user:password@", "postgresql://db.example.com/optuna"),
+    "a password with '@'": (f"https://bob:p@{SECRET}@mlflow.example.com/", "user:password@",
+                            "https://mlflow.example.com/"),
 }
 
 
@@ -75,6 +86,21 @@ def test_check_study_url_refuses_credentials_before_it_says_what_the_url_is(url)
 
     with pytest.raises(UsageError, match=r"^--study-url .* holds credentials") as refused:
         check_study_url(url)  # the first is no database URL either: that line would show it whole
+    assert SECRET not in str(refused.value)
+
+
+@pytest.mark.parametrize("uri", ["s3://bucket/sweeps@v2/k", "file:///tmp/runs@home/mlruns",
+                                 "gs://bucket/a:b@c/sweeps"])
+def test_credentials_in_finds_no_user_in_an_at_sign_of_the_path(uri):
+    assert credentials_in(uri) == []
+
+
+def test_check_study_url_refuses_a_password_with_a_slash_that_urllib_reads_as_a_port():
+    from tuning.search.study_store import check_study_url
+
+    with pytest.raises(UsageError, match=r"^--study-url postgresql://db\.example\.com/optuna holds credentials "
+                                         r"\(user:password@\)") as refused:
+        check_study_url(f"postgresql://bob:pa/{SECRET}@db.example.com/optuna")
     assert SECRET not in str(refused.value)
 
 

@@ -44,6 +44,9 @@ def add_command(commands: argparse._SubParsersAction) -> None:
     best.add_argument("--unconfirmed", action="store_true", help="take the best finalist so far although some of its "
                       "confirmation runs have no result (interrupted or failed; `resume` runs them): its YAML, MLflow "
                       "tags and registered version say unconfirmed")
+    best.add_argument("--no-look", action="store_true", help="with --register: ship a winner the sweep has not "
+                      "scored on its test segment (`resume` takes that look); its version is tagged "
+                      "mamba_tune.test_look=none")
     best.add_argument("--tracking-uri", help="MLflow store for --register (default: the one the sweep logged to)")
     best.add_argument("--experiment", metavar="NAME", help="MLflow experiment of the --register run (default "
                       "production)")
@@ -60,6 +63,8 @@ def cmd_best(args: argparse.Namespace) -> int:
     out = args.out or paths.folder / "best.yaml"
     if out.exists() and not args.force:
         raise UsageError(f"{out} exists and is never overwritten by default; pass --force or choose another --out")
+    test = latest_look(paths.folder, best.trial_id)
+    _require_look(args, space, best, test)
     store = _open_registry(args, manifest)  # before anything is written: an unreachable store fails in seconds
     if store is not None:  # the model ships with the bars it was tuned on, or not at all
         require_same_bars(manifest.data, manifest.bars_sha256, f"sweep {args.name!r}",
@@ -76,9 +81,11 @@ def cmd_best(args: argparse.Namespace) -> int:
     importances = load_importances(study, args.name) if study else None
     if importances is not None:
         print(importances.describe())
-    test = latest_look(paths.folder, best.trial_id)
-    if test is not None:  # its verdict against HAR last
+    if test is not None or not space.run.data.test_fraction:  # its verdict against HAR last
         print_test_look(test, paths.folder)
+    else:
+        print(f"test: no look yet at the test segment with trial {best.trial_id} (the sweep ended before it, or it "
+              f"failed), so nothing says whether it beats HAR; take it with `{_resume(args)}`")
     return _register_winner(args, store, paths.folder, manifest, members, config, out) if store is not None else 0
 
 
@@ -95,6 +102,30 @@ def _winner(args: argparse.Namespace, records: list[TrialRecord], space: SweepSp
         raise UsageError(f"sweep {args.name!r} has no completed trial yet ({len(records)} finished, none ran all "
                          f"{space.scheduler.max_epochs} epochs); resume it or widen the space")
     return best
+
+
+def _resume(args: argparse.Namespace) -> str:
+    return f"mamba-tune resume {args.name}{storage_flag(args.storage)}"
+
+
+def _require_look(args: argparse.Namespace, space: SweepSpace, best: TrialRecord, test: dict | None) -> None:
+    """--register ships a winner judged on the test segment, or one the user says is not (--no-look); a
+    UsageError otherwise, or for --no-look without --register."""
+    if args.register is None:
+        if args.no_look:
+            raise UsageError("--no-look says --register may ship a winner the sweep has not scored on its test "
+                             "segment, and --register is not given; add --register MODEL or drop --no-look")
+        return
+    if test is not None or args.no_look:
+        return
+    if not space.run.data.test_fraction:
+        raise UsageError(f"sweep {args.name!r} has no test segment (run.data.test_fraction 0), so nothing says "
+                         f"whether trial {best.trial_id} beats HAR, and --register ships only a judged winner; pass "
+                         "--no-look to register it unjudged (its version tagged mamba_tune.test_look=none)")
+    raise UsageError(f"sweep {args.name!r} has not looked at its test segment with trial {best.trial_id}, its winner "
+                     f"(the sweep ended before it, or it failed), and --register ships only a judged winner; take the "
+                     f"look with `{_resume(args)}`, or pass --no-look to register it unjudged (its version tagged "
+                     "mamba_tune.test_look=none)")
 
 
 def _ensemble(args: argparse.Namespace, records: list[TrialRecord], best: TrialRecord) -> list[TrialRecord]:
@@ -135,7 +166,7 @@ def _register_winner(args: argparse.Namespace, store: TrackingStore, folder: Pat
     from mlflow.exceptions import MlflowException
 
     from tuning.sweep.ship_winner import stage_winner
-    from tuning.tracking.registry import register_model
+    from tuning.tracking.registry import LOOK_TAG, NO_LOOK, register_model
     from tuning.tracking.store import first_line
 
     with tempfile.TemporaryDirectory(prefix="mamba-tune-ship-") as staging:
@@ -151,6 +182,8 @@ def _register_winner(args: argparse.Namespace, store: TrackingStore, folder: Pat
             return 1
     what = (f"trial {best.trial_id}'s best.pt (epoch {best.best_epoch})" if len(members) == 1 else
             f"the seed ensemble of trial {best.trial_id} ({len(members)} runs' best.pt, their mean forecast)")
+    if shipment.tags[LOOK_TAG] == NO_LOOK:
+        what += ", never scored on the test segment (--no-look)"
     print(f"registered {done.name} version {done.version} as @{args.alias}: {what}, no training "
           f"(run {done.run_id}, experiment {args.experiment}) in {store.describe()}")
     print(f'load it with: mlflow.set_tracking_uri("{store.uri}"); '

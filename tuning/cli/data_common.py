@@ -13,6 +13,7 @@ from model.bars import Bars
 from model.bars_location import CREDENTIALS, bars_location, is_remote, require_object
 from model.data import DataConfig
 from tuning.errors import UsageError
+from tuning.search.shipped_spaces import space_path
 from tuning.uri_secrets import refuse_credentials
 
 _NS = 10**9
@@ -66,8 +67,8 @@ def add_settings_options(parser: argparse.ArgumentParser) -> None:
     settings = parser.add_mutually_exclusive_group()
     settings.add_argument("--config", type=Path, help="check the bars are enough for this run configuration's data "
                           "settings (default: the default settings)")
-    settings.add_argument("--space", type=Path, help="check the bars are enough for this search space's data "
-                          "settings and its walk-forward folds")
+    settings.add_argument("--space", type=space_path, help="check the bars are enough for this search space's data "
+                          "settings and its walk-forward folds (a shipped space by name, e.g. smoke, or a YAML file)")
 
 
 def data_settings(config: Path | None, space: Path | None) -> tuple[DataConfig, str]:

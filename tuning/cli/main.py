@@ -14,13 +14,19 @@ from model.errors import InputError
 from tuning.cli import best, data, doctor, listing, promote, space, sweep, train, ui
 from tuning.cli.help import subcommand
 from tuning.errors import UsageError
+from tuning.search.overrides import hide_set_values, shown_key
 from tuning.yaml_io import ConfigError, parse_yaml
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line instead of the usage block."""
+    """argparse, but a usage error is one line instead of the usage block; of arguments it does not know it names
+    the options alone (a value after a mistyped --notify is a webhook URL, a secret)."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
+        head, sep, unknown = message.partition("unrecognized arguments: ")
+        if sep:
+            options = [arg.partition("=")[0] for arg in unknown.split() if arg.startswith("-")]
+            message = f"{head}unrecognized arguments: {' '.join(options) or 'values'} (their values not repeated)"
         raise UsageError(f"{message}; see `{self.prog} --help`")
 
 
@@ -29,10 +35,11 @@ def _parse_overrides(pairs: Sequence[str]) -> dict[str, object]:
     values: dict[str, object] = {}
     for pair in pairs:
         key, sep, raw = pair.partition("=")
-        if not sep or not key:
-            raise UsageError(f"--set {pair!r} is not KEY=VALUE, e.g. --set d_model=64")
+        if not sep or not key:  # without '=', all of it may be a value: not shown
+            raise UsageError("a --set is not KEY=VALUE (its text is not repeated: it may be a value), "
+                             "e.g. --set d_model=64")
         try:
-            values[key.strip()] = parse_yaml(raw, f"--set {pair!r}")
+            values[key.strip()] = parse_yaml(raw, f"--set {shown_key(key)}")
         except ConfigError as exc:
             raise UsageError(str(exc).replace("invalid YAML", "the value is not valid YAML")) from None
     return values
@@ -102,8 +109,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         return args.run(args)
-    except InputError as exc:  # every error a user can fix: model/errors.py
-        print(f"error: {exc}", file=sys.stderr)
+    except InputError as exc:  # every error a user can fix: model/errors.py; no --set value repeated
+        print(f"error: {hide_set_values(str(exc), _set_pairs(sys.argv[1:] if argv is None else argv))}",
+              file=sys.stderr)
         return 2
     except OSError as exc:  # a path that cannot be written or read: say which, no traceback
         where = f"{exc.filename}: " if exc.filename else ""
@@ -114,6 +122,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         hint = f"--resume --out {args.out}" if args is not None and args.command == "train" else None
         print(f"interrupted{f'; continue with {hint}' if hint else ''}", file=sys.stderr)
         return 130
+
+
+def _set_pairs(argv: Sequence[str]) -> list[str]:
+    """The KEY=VALUE of each --set in `argv` (--set PAIR or --set=PAIR), read from the words as given: the
+    arguments may not have parsed."""
+    words = list(argv)
+    return [word.partition("=")[2] if word.startswith("--set=") else words[i + 1]
+            for i, word in enumerate(words)
+            if word.startswith("--set=") or (word == "--set" and i + 1 < len(words))]
 
 
 if __name__ == "__main__":

@@ -9,15 +9,15 @@ import argparse
 import math
 import sys
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 from tuning.cli.data_common import add_column_option, add_data_option, parse_columns, require_bars_file
 from tuning.cli.help import subcommand
 from tuning.cli.sweep_eta import SweepClock
-from tuning.cli.sweep_notify import add_notify_option, notified, notify_url
+from tuning.cli.sweep_notify import add_notify_option, notified, notify_url, resume_notify_url
 from tuning.cli.sweep_progress import SweepProgress
 from tuning.cli.sweep_report import print_finalists, print_leaderboard, print_test_look
+from tuning.cli.sweep_signals import handle_sigterm_as_ctrl_c, stops_as_ctrl_c_on_sigterm
 from tuning.cluster.ray_address import ray_address
 from tuning.errors import UsageError
 from tuning.search.eta import SweepBudget, confirm_runs
@@ -25,6 +25,7 @@ from tuning.search.finalists import CONFIRM, SEARCH, pending_runs, winner
 from tuning.search.ledger import Ledger
 from tuning.search.overrides import described, parse_sets, with_sets
 from tuning.search.resources import fullest_plan, gpus_on
+from tuning.search.shipped_spaces import space_path
 from tuning.search.space import AUTO, parse_space
 from tuning.search.study_store import check_study_url
 from tuning.sweep.manifest import SweepManifest, check_new, read_manifest
@@ -55,7 +56,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
                         "scored once on the test segment. "
                         "Every trial is logged to MLflow.")
     add_data_option(sweep, "Parquet file of bars")
-    sweep.add_argument("--space", required=True, type=Path, help="search space YAML, e.g. search_spaces/smoke.yaml")
+    sweep.add_argument("--space", required=True, type=space_path,
+                       help="search space: a shipped one by name (e.g. smoke) or a YAML file (e.g. my-space.yaml)")
     sweep.add_argument("--name", help="the sweep's name (default: the space's name)")
     sweep.add_argument("--trials", type=int, help="number of trials (default: the space's)")
     sweep.add_argument("--memory-budget", type=float, metavar="MB",
@@ -102,12 +104,15 @@ def _storage_and_address(parser: argparse.ArgumentParser) -> None:
     add_notify_option(parser)
 
 
+@stops_as_ctrl_c_on_sigterm  # `kill`, `ray job stop`: interrupted, resumable, exit 130
 def cmd_sweep(args: argparse.Namespace) -> int:
     space_values = with_sets(read_yaml(args.space, "search space"), parse_sets(args.set))
     space_values = _with_precision(space_values, args.precision)
     space_values = _with_columns(space_values, parse_columns(args.column))
     space = parse_space(space_values, described(str(args.space), args.set))  # every problem before Ray starts
     notify = notify_url(args.notify, space)
+    # the webhook URL is a secret: from here on in no space, so in no file, Ray Tune state or MLflow run
+    space_values, space = {k: v for k, v in space_values.items() if k != "notify"}, replace(space, notify=None)
     name = args.name or space.name
     if not valid_name(name):
         raise UsageError(f"--name {name!r}: use letters, digits, '-' or '_'")
@@ -143,6 +148,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     client = open_store(store)  # an unreachable tracking server fails here, in seconds, before Ray starts
     warn_if_only_here(paths)
     started = session.start_ray(args.address, dashboard=args.dashboard)
+    handle_sigterm_as_ctrl_c()  # ray.init's own handler would end the sweep at once
     _say_dashboard(session, started, args.dashboard)
     try:
         views = session.cluster_views()  # the nodes now and, with an autoscaler, fully scaled: read once
@@ -157,7 +163,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                 space_values = pack_trials(space_values, probe)
             space = parse_space(space_values, str(args.space))
             plan = fullest_plan(space.resources, views)
-        manifest = session.write_manifest(paths, args.data, space_values, trials, data, store.uri, probe)
+        manifest = session.write_manifest(paths, args.data, space_values, trials, data, store.uri, probe,
+                                          webhook_set=notify is not None)
         return notified(notify, lambda: _run(session, paths, space, data, manifest, plan, (store, client), args.storage,
                                              resume=False), paths, trials, store, manifest.sweep_id,
                         _resume_hint(paths, args.storage))
@@ -166,6 +173,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             session.ray.shutdown()
 
 
+@stops_as_ctrl_c_on_sigterm
 def cmd_resume(args: argparse.Namespace) -> int:
     from tuning.sweep.driver_mark import running_driver
 
@@ -182,7 +190,9 @@ def cmd_resume(args: argparse.Namespace) -> int:
     from tuning.sweep.confirmation import confirmation_runs
 
     paths, space, data = session.load_for_resume(paths, manifest)
-    notify = notify_url(args.notify, space)
+    notify = resume_notify_url(args.notify, manifest)
+    if manifest.legacy_webhook is not None:  # an older version kept the URL: told this once, kept no more
+        session.drop_legacy_webhook(paths, manifest)
     if args.trials is not None and args.trials > manifest.trials:
         manifest = session.extend(paths, manifest, args.trials)  # kept before anything runs
     store = resolve_store(args.tracking_uri or manifest.tracking_uri)
@@ -194,6 +204,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
                         _resume_hint(paths, args.storage))
     client = open_store(store)  # an unreachable tracking server fails here, before Ray starts
     started = session.start_ray(args.address, dashboard=args.dashboard)
+    handle_sigterm_as_ctrl_c()  # ray.init's own handler would end the sweep at once
     _say_dashboard(session, started, args.dashboard)
     try:
         plan = session.cluster_plan(space)

@@ -1,42 +1,72 @@
-"""`sweep --notify URL` / `resume --notify URL` (or the space's `notify: {webhook: URL}`): the webhook is told,
-in one POST, how the sweep ended, failed or was interrupted (tuning/sweep/notification.py builds and sends it).
+"""`sweep --notify URL` / `resume --notify URL` (or MAMBA_TUNE_WEBHOOK, or at `sweep` the space's `notify:
+{webhook: URL}`): the webhook is told, in one POST, how the sweep ended, failed or was interrupted
+(tuning/sweep/notification.py builds and sends it).
 
-A webhook that is down or answers an error costs one warning line, never the sweep's exit code; the URL is a
-secret and only its host is ever printed. While a notifying sweep runs, SIGTERM (`kill`, `ray job stop`) stops
-it as Ctrl-C does, so that it ends as interrupted, resumable, and says so.
+A webhook that is down, hangs or answers an error costs one warning line, never the sweep's exit code, and holds
+the sweep's end at most LOOKUP_S (the MLflow run's link) plus DEADLINE_S (the POST). The URL is a secret: only its
+host is ever printed, and it is kept in no file (sweep.json says only that the sweep was started with one), so
+`resume` takes it from --notify or MAMBA_TUNE_WEBHOOK again. SIGTERM (`kill`, `ray job stop`) stops a sweep as
+Ctrl-C does, notifying or not (tuning/cli/sweep_signals.py), so that it ends as interrupted, resumable, and says so.
 """
 
 from __future__ import annotations
 
-import signal
+import os
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from tuning.cli.figures import verdict_line
 from tuning.errors import UsageError
 from tuning.search.finalists import SEARCH
 from tuning.search.ledger import Ledger, best_record
-from tuning.search.notify_config import webhook_host, webhook_problem
-from tuning.sweep.notification import ENDED, FAILED, INTERRUPTED, NotifyError, SweepEnd, notification, post
+from tuning.search.notify_config import WEBHOOK_ENV, webhook_host, webhook_problem
+from tuning.sweep.notification import ENDED, FAILED, INTERRUPTED, NotifyError, SweepEnd, notification, post, within
 from tuning.sweep_files import LEDGER, SweepPaths, read_test_looks
+
+LOOKUP_S = 10.0  # the longest the sweep's MLflow run is looked for, for its link, before the notification goes
 
 
 def add_notify_option(parser: Any) -> None:
     parser.add_argument("--notify", metavar="URL",
-                        help="POST one JSON message (Slack-compatible) to this webhook when the sweep ends, fails or "
-                        "is interrupted (default: the space's notify.webhook; see docs/notifications.md)")
+                        help=f"POST one JSON message (Slack-compatible) to this webhook when the sweep ends, fails or "
+                        f"is interrupted (default: {WEBHOOK_ENV}, else at `sweep` the space's notify.webhook); the "
+                        "URL is a secret, kept in no file: give it again to `resume` (see docs/notifications.md)")
 
 
-def notify_url(flag: str | None, space: Any) -> str | None:
-    """--notify over the space's notify.webhook; None for no notification. A bad --notify is a UsageError that
-    never repeats the URL."""
-    if flag is None:
-        return space.notify.webhook if space.notify is not None else None
-    if problem := webhook_problem(flag):
-        raise UsageError(f"--notify: {problem}")
-    return flag.strip()
+def notify_url(flag: str | None, space: Any, environ: Mapping[str, str] = os.environ) -> str | None:
+    """`sweep`'s webhook: --notify, else MAMBA_TUNE_WEBHOOK, else the space's notify.webhook; None for no
+    notification. A bad one is a UsageError that never repeats the URL."""
+    return _given_url(flag, environ) or (space.notify.webhook if space.notify is not None else None)
+
+
+def resume_notify_url(flag: str | None, manifest: Any, environ: Mapping[str, str] = os.environ) -> str | None:
+    """`resume`'s webhook: --notify, else MAMBA_TUNE_WEBHOOK, else the URL an older version kept in sweep.json
+    (`manifest.legacy_webhook`: told this once; the caller drops it from the file, as a line here says). A sweep
+    started with a webhook and resumed without one is told so in a warning line: it resumes, unnotified."""
+    url = _given_url(flag, environ)
+    if manifest.legacy_webhook is not None:
+        kept = manifest.legacy_webhook if webhook_problem(manifest.legacy_webhook) is None else None
+        url = url or (kept.strip() if kept else None)
+        told = f"this resume notifies {webhook_host(url)}; " if url else ""
+        print(f"note: sweep {manifest.name}'s sweep.json held its webhook URL, as earlier versions kept it, and a "
+              f"secret has no place there: it is dropped from sweep.json and its storage copy; {told}later resumes "
+              f"notify with --notify URL or {WEBHOOK_ENV}", file=sys.stderr, flush=True)
+    elif url is None and manifest.webhook_set:
+        print(f"warning: sweep {manifest.name} was started with a webhook, whose URL (a secret) is kept in no file; "
+              f"this resume notifies none: give --notify URL or set {WEBHOOK_ENV} to have its end told",
+              file=sys.stderr, flush=True)
+    return url
+
+
+def _given_url(flag: str | None, environ: Mapping[str, str]) -> str | None:
+    """--notify, else MAMBA_TUNE_WEBHOOK (set and not empty), checked; None where neither is given."""
+    for source, url in (("--notify", flag), (WEBHOOK_ENV, environ.get(WEBHOOK_ENV) or None)):
+        if url is not None:
+            if problem := webhook_problem(url):
+                raise UsageError(f"{source}: {problem}")
+            return url.strip()
+    return None
 
 
 def notified(url: str | None, run: Callable[[], int], paths: SweepPaths, trials: int, store: Any,
@@ -56,8 +86,7 @@ def notified(url: str | None, run: Callable[[], int], paths: SweepPaths, trials:
         send(url, end)
 
     try:
-        with _sigterm_as_ctrl_c():
-            code = run()
+        code = run()
     except KeyboardInterrupt:
         tell(INTERRUPTED)
         raise
@@ -96,26 +125,12 @@ def _mlflow_run(store: Any, name: str, sweep_id: str) -> tuple[str | None, str |
     """(the sweep's MLflow run id, its page where the store is a server); (None, None) where it is not found."""
     from tuning.tracking.runs import find_sweep_run
 
-    found = find_sweep_run(store, name, sweep_id)
-    if found is None:
+    answered, found = within(LOOKUP_S, lambda: find_sweep_run(store, name, sweep_id))  # a store that hangs: no link
+    if not answered or found is None:
         return None, None
     experiment, run = found
     link = f"{store.uri.rstrip('/')}/#/experiments/{experiment}/runs/{run}" if not store.embedded else None
     return run, link
-
-
-@contextmanager
-def _sigterm_as_ctrl_c() -> Iterator[None]:
-    """SIGTERM handled as SIGINT while the sweep runs: Ray Tune stops it gracefully, or KeyboardInterrupt."""
-    try:
-        saved = signal.signal(signal.SIGTERM, lambda signum, frame: signal.raise_signal(signal.SIGINT))
-    except ValueError:  # not the main thread: signals stay as they are
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, saved)
 
 
 def _first_line(exc: BaseException) -> str:

@@ -9,7 +9,7 @@ from tuning.cli.figures import finite, one_look_line, ratio, verdict_line
 from tuning.search.finalists import finalist_scores
 from tuning.search.ledger import TrialRecord, leaderboard
 from tuning.search.param_text import column, other_params_text, params_text
-from tuning.sweep_files import TEST_LOOK, read_test_looks
+from tuning.sweep_files import TEST_LOOK, TRAIN_LOOK, read_test_looks
 
 
 def print_leaderboard(records: list[TrialRecord]) -> None:
@@ -34,17 +34,20 @@ def short(trial_id: str) -> str:
 
 
 def print_finalists(records: list[TrialRecord], space: Any) -> None:
-    """Each finalist's mean best val_loss over its seeds and folds, the winner first (nothing without confirm)."""
+    """Each finalist's mean best val_loss over its fresh runs (its other seeds and folds), the winner first, its
+    search trial's loss beside it (nothing without confirm)."""
     scores = finalist_scores(records, space.confirm, space.run.train.seed) if space.confirm is not None else []
     if not scores:
         return
     seeds = ", ".join(str(s) for s in (space.run.train.seed, *space.confirm.seeds))
-    print(f"\nfinalists (confirm: top {space.confirm.top_k}; seeds {seeds}; {space.confirm.folds} fold(s)):")
+    print(f"\nfinalists (confirm: top {space.confirm.top_k}; seeds {seeds}; {space.confirm.folds} fold(s)): val over "
+          "its fresh runs only; search alone (the minimum that made it a finalist) is biased low, never in it")
     for rank, s in enumerate(scores, start=1):
         p = s.record.params
         runs = f"runs {s.n}/{s.planned}" + ("" if s.complete else " unconfirmed")
+        val = f"val {s.mean:.4f} +- {s.std:.4f}" if s.n else "val -"
         print(f"{rank:<3}{short(s.record.trial_id):<14}{params_text(p)}  "
-              f"val {s.mean:.4f} +- {s.std:.4f} ({runs})  search alone {s.record.best_val_loss:.4f}")
+              f"{val} ({runs})  search alone {s.search_loss:.4f}")
 
 
 def print_test_look(test: dict[str, Any] | None, folder: Path) -> None:
@@ -53,10 +56,13 @@ def print_test_look(test: dict[str, Any] | None, folder: Path) -> None:
     if test is None:
         print("test: none (the data have no test segment)")
         return
-    looks = len(read_test_looks(folder))
+    kept = read_test_looks(folder)
+    looks, by_train = len(kept), sum(look.get("by") == TRAIN_LOOK for look in kept)
     scored = f"trial {test['trial_id']}, best.pt of epoch {test['best_epoch']}"
+    why = ([] if looks - by_train == 1 else ["each extension whose winner changed looked again"]) + \
+        ([f"{by_train} by `train --look`"] if by_train else [])
     counted = "looked at once, after the winner was chosen" if looks == 1 else \
-        f"look {test.get('look', looks)} of {looks}: each extension whose winner changed looked again"
+        f"look {test.get('look', looks)} of {looks}: {'; '.join(why)}"
     print(f"test: {one_look_line(test, scored)}; in {folder / TEST_LOOK} ({counted})")
     ensemble = test.get("ensemble")
     if ensemble:

@@ -12,12 +12,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from model.atomic import atomic_path, write_text_atomic
-from model.data import Dataset, load_dataset, refit_dataset
+from model.data import load_dataset, refit_dataset
 from model.train_config import PRECISIONS
 from tuning.bars_file import require_same_bars
 from tuning.cli.data_common import add_column_option, add_data_option, parse_columns
-from tuning.cli.figures import one_look_line, versus_baselines
+from tuning.cli.figures import versus_baselines
 from tuning.cli.help import subcommand
+from tuning.cli.train_look import add_look_options, held_out_by, look_folder, score_test_segment
 from tuning.errors import UsageError
 from tuning.search.overrides import described, parse_sets, with_sets
 from tuning.search.recipe import TrainingRecipe
@@ -39,10 +40,14 @@ def add_command(commands: argparse._SubParsersAction) -> None:
                          "--register mamba-forecaster"),
                         "Train one Forecaster with AdamW on a file of bars: every epoch's losses in metrics.json, "
                         "last.pt and best.pt in --out, the test segment scored once at the end (test.json); "
-                        "--register logs the run to MLflow and registers its model.")
+                        "--register logs the run to MLflow and registers its model. A sweep's best.yaml trains "
+                        "under the schedule its winner was selected with (train.epochs' cosine), stopped at the "
+                        "winner's best epoch; on the sweep's own bars its test segment is scored only with --look, "
+                        "as a look the sweep counts.")
     add_data_option(train, "Parquet file of bars")
     train.add_argument("--config", type=Path, help="run configuration YAML (data, model, train sections)")
-    train.add_argument("--epochs", type=int, help="epochs to train (default: the config's)")
+    train.add_argument("--epochs", type=int, help="epochs to train (default: the config's); with a sweep's best.yaml, "
+                       "the epoch to stop at under its schedule (default: its best epoch)")
     train.add_argument("--lr", type=float, help="peak learning rate")
     train.add_argument("--weight-decay", type=float, help="AdamW's decoupled weight decay (default: the config's)")
     train.add_argument("--batch-size", type=int, help="samples per optimiser step (default: the config's)")
@@ -60,9 +65,10 @@ def add_command(commands: argparse._SubParsersAction) -> None:
     train.add_argument("--out", type=Path, default=Path("runs/train"), help="output folder (default runs/train)")
     train.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
     train.add_argument("--refit", action="store_true",
-                       help="with a sweep's best.yaml: train on the training and validation segments together for "
-                            "its best epoch count (--epochs to change it), no validation to choose by; best.pt is "
-                            "the last epoch, scored on the test segment")
+                       help="with a sweep's best.yaml: train on the training and validation segments together "
+                            "under its schedule, stopped at its best epoch (--epochs to change it), no validation "
+                            "to choose by; best.pt is the last epoch")
+    add_look_options(train)
     train.add_argument("--register", metavar="NAME",
                        help="log the finished run to MLflow and register its model as a new version of NAME")
     train.add_argument("--tracking-uri", metavar="URI",
@@ -76,11 +82,14 @@ def add_command(commands: argparse._SubParsersAction) -> None:
 
 def cmd_train(args: argparse.Namespace) -> int:
     config = _recipe(args)
+    held_by = held_out_by(args, config)  # the sweep whose held-out test segment this run would score, or None
+    look = look_folder(args, config, held_by)
     store = _open_registry(args)  # before any work: an unreachable store fails in seconds, nothing trained
     from model.checkpoint import load_checkpoint  # training's modules: imported once the input is known good
     from model.train import fit
 
     data = load_dataset(args.data, config.data)
+    schedule_samples = len(data.train_index)  # the trial's epoch: a refit's schedule counts its steps
     refit = config.tuned is not None and config.tuned.refit
     if refit:  # the validation segment joins the training samples
         data = refit_dataset(data)
@@ -93,13 +102,20 @@ def cmd_train(args: argparse.Namespace) -> int:
           f"target {config.data.target} over {over}")
     print(f"baselines (validation MSE, scaled): HAR {data.baselines['har']:.4f}, "
           f"persistence {data.baselines['persistence']:.4f}, train mean {data.baselines['mean']:.4f}")
-    if refit:
-        print(f"refit: training on the training and validation segments together for {config.train.epochs} epochs "
-              f"(the best epoch count of trial {config.tuned.trial}); val_loss is in-sample, best.pt the last epoch")
+    stop = config.tuned.last_epoch if config.tuned is not None else config.train.epochs
+    if config.tuned is not None:
+        at = f"its best epoch, {stop}" if config.tuned.stop_epoch is None else f"epoch {stop} (--epochs)"
+        schedule = (f"under trial {config.tuned.trial}'s schedule ({config.train.epochs} epochs' warmup and cosine), "
+                    f"stopped at {at}")
+        if refit:
+            print(f"refit: training on the training and validation segments together {schedule}; val_loss is "
+                  "in-sample, best.pt the last epoch")
+        else:
+            print(f"winner of sweep {config.tuned.sweep}: training {schedule}; best.pt the best epoch by val_loss")
     if config.tuned is not None and config.tuned.unconfirmed:
         print(f"warning: trial {config.tuned.trial} is UNCONFIRMED (best --unconfirmed: sweep {config.tuned.sweep}'s "
               "confirmation runs were incomplete); its registered version says so", file=sys.stderr)
-    bar = _ProgressBar(config.train.epochs)
+    bar = _ProgressBar(stop)
     # On resume, metrics.json restarts from the checkpoint's own history: exactly the epochs it holds.
     history: list[dict[str, Any]] = load_checkpoint(args.out / "last.pt")["history"] if args.resume else []
 
@@ -109,7 +125,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         bar.epoch_done(metrics)
 
     result = fit(config.train, config.model, data, report=report, checkpoint_dir=args.out, resume=args.resume,
-                 progress=bar.batch_done)
+                 progress=bar.batch_done, stop_epoch=stop, schedule_samples=schedule_samples)
     bar.close()
     if refit and result.status != "nan":  # nothing to choose by: the model shipped is the last epoch's
         result = _last_epoch_is_best(args.out, result)
@@ -118,7 +134,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         print(f"error: training diverged at epoch {result.stop_epoch} (a non-finite loss or gradient), "
               "nothing from that epoch was saved; lower --lr", file=sys.stderr)
         return 1
-    _look_at_test_segment(data, args.out, result.best_epoch)
+    score_test_segment(args, config, data, result.best_epoch, held_by, look)
     return _register(args, store, config, result) if store is not None else 0
 
 
@@ -128,18 +144,6 @@ def _last_epoch_is_best(out: Path, result: FitResult) -> FitResult:
         shutil.copyfile(out / "last.pt", tmp)
     last = result.history[-1]
     return dataclasses.replace(result, best_epoch=int(last["epoch"]), best_val_loss=float(last["val_loss"]))
-
-
-def _look_at_test_segment(data: Dataset, out: Path, best_epoch: int) -> None:
-    """Score best.pt on the test segment once: print it and keep it in out/test.json (nothing without a segment)."""
-    if not len(data.test_index):
-        print("test           none (test_fraction 0): nothing scored on bars the run was not chosen on")
-        return
-    from model.holdout import score_on_test_segment
-
-    scores = score_on_test_segment(out / "best.pt", data)
-    write_text_atomic(out / "test.json", json.dumps(scores, indent=1))
-    print(f"{one_look_line(scores, f'best.pt, epoch {best_epoch}')}; in {out}/test.json")
 
 
 def _register(args: argparse.Namespace, store: TrackingStore, config: TrainingRecipe, result: FitResult) -> int:
@@ -207,15 +211,17 @@ def _recipe(args: argparse.Namespace) -> TrainingRecipe:
                                           described(str(args.config or "the default configuration"), args.set))
     if args.column:
         config = config.replace("data", columns={**config.data.columns, **parse_columns(args.column)})
+    stop = overrides.pop("epochs", None) if config.tuned is not None else None  # a winner's: where it stops
     config = config.replace("train", **overrides) if overrides else config
     if args.refit:
         if config.tuned is None:
-            raise UsageError("--refit trains a sweep's winner for its best epoch count, which its best.yaml names "
+            raise UsageError("--refit trains a sweep's winner up to its best epoch, which its best.yaml names "
                              "(its tuned: section); pass --config of a best.yaml from `mamba-tune best`")
         config = dataclasses.replace(config, tuned=dataclasses.replace(config.tuned, refit=True))
         require_same_bars(args.data, config.tuned.data_sha256, f"trial {config.tuned.trial} of sweep "
                           f"{config.tuned.sweep}", "refit it with --data of the file the sweep ran on")
-        config = config.replace("train", epochs=args.epochs or config.tuned.best_epoch)
+    if config.tuned is not None:
+        config = _stopped(config, stop)
     from model.training import resolve_device
 
     try:
@@ -223,6 +229,22 @@ def _recipe(args: argparse.Namespace) -> TrainingRecipe:
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     return config
+
+
+def _stopped(config: TrainingRecipe, stop: int | None) -> TrainingRecipe:
+    """A sweep winner's configuration with where its run stops (`stop`, from --epochs; else its best epoch), under
+    its schedule of train.epochs epochs; UsageError when that is past the schedule's end."""
+    epochs = config.train.epochs
+    if stop is not None and stop < 1:
+        raise UsageError(f"--epochs {stop}: the epoch a sweep's winner stops at must be 1 to its schedule's "
+                         f"{epochs}; pass one of them")
+    tuned = dataclasses.replace(config.tuned, stop_epoch=stop or config.tuned.stop_epoch)
+    if tuned.last_epoch > epochs:
+        what = (f"--epochs {stop}" if stop else f"trial {tuned.trial}'s best epoch, {tuned.last_epoch},")
+        raise UsageError(f"{what} is past the end of its schedule (train.epochs {epochs}): a sweep's winner trains "
+                         f"under the schedule it was selected with and stops at its best epoch; pass --epochs "
+                         f"{epochs} or fewer, or keep train.epochs at least {tuned.last_epoch}")
+    return dataclasses.replace(config, tuned=tuned)
 
 
 class _ProgressBar:

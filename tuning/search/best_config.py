@@ -30,15 +30,18 @@ def write_best_config(space: SweepSpace, best: TrialRecord, sweep_name: str, dat
              f"persistence {best.baseline_persistence:.4f})."]
     if unconfirmed:
         s = confirmed[0]
-        notes.insert(0, f"UNCONFIRMED: chosen by `best --unconfirmed` with {s.n} of its {s.planned} runs scored "
-                     f"(mean best val_loss {s.mean:.4f}); the sweep's confirmation is incomplete.")
-    elif confirmed and confirmed[0].n > 1:
+        notes.insert(0, f"UNCONFIRMED: chosen by `best --unconfirmed` with {s.n} of its {s.planned} confirmation "
+                     f"runs scored (mean best val_loss {s.mean:.4f}); the sweep's confirmation is incomplete.")
+    elif confirmed:
         s = confirmed[0]
-        notes.append(f"Confirmed over seeds and folds: mean best val_loss {s.mean:.4f} +- {s.std:.4f} (n={s.n}).")
-    notes.append(f"Train all {config.train.epochs} epochs (the schedule it was tuned with); best.pt keeps the best "
-                 "epoch. Its seed, device, threads and precision are the trial's: the same machine gives its curve.")
-    notes.append(f"Or refit it (`train --refit`): the training and validation segments together for its best epoch "
-                 f"count, {best.best_epoch}, no validation to choose by.")
+        notes.append(f"Confirmed over seeds and folds: mean best val_loss {s.mean:.4f} +- {s.std:.4f} (n={s.n}) over "
+                     f"its fresh runs; its search trial's {s.search_loss:.4f} is the minimum that made it a finalist.")
+    notes.append(f"Train it under the schedule it was tuned with ({config.train.epochs} epochs' warmup and cosine), "
+                 f"stopped at its best epoch, {best.best_epoch}. Its seed, device, threads and precision are the "
+                 "trial's: the same machine gives its curve.")
+    notes.append("Or refit it (`train --refit`): the training and validation segments together, under the same "
+                 "schedule and stop, no validation to choose by. On these bars the test segment is the sweep's: "
+                 "`--look` scores it, as a look the sweep counts.")
     config.write_yaml(out, command, tuple(notes))
     return config
 

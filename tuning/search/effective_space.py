@@ -16,7 +16,8 @@ from tuning.search.space_keys import plain, refused_keys
 def effective_values(space: SweepSpace) -> dict[str, Any]:
     """The space's every setting as plain values, in SweepSpace's order. Search entries by their to_dict() (their
     fields without the unset ones where they have none); sections whole, None included (confirm: null is no
-    confirmation); run without the settings the sweep sets itself and a space may not (run.train.epochs)."""
+    confirmation); run without the settings the sweep sets itself and a space may not (run.train.epochs); a
+    webhook URL, a secret, by its host alone (read back, it is refused: give it by --notify or MAMBA_TUNE_WEBHOOK)."""
     values: dict[str, Any] = {}
     for field in dataclasses.fields(space):
         value = getattr(space, field.name)
@@ -24,6 +25,8 @@ def effective_values(space: SweepSpace) -> dict[str, Any]:
             values["search"] = {name: _entry(spec) for name, spec in value.items()}
         elif field.name == "run":
             values["run"] = _run(value)
+        elif field.name == "notify" and value is not None:  # a secret is never printed: its host alone, which no
+            values["notify"] = {"webhook": f"<not shown: a secret, to {value.host}>"}  # sweep takes for a URL
         else:
             values[field.name] = plain(value)
     return values

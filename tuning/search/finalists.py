@@ -6,11 +6,13 @@ After the search, the top_k completed search trials (by best val_loss) are the f
 trained again once for every (seed, fold) of (the run's seed + seeds) x (folds 1..F), except the pair
 its search trial already is (the run's seed, fold 1). Fold 1 is the validation segment; fold f
 validates on the segment just before fold f-1's and trains on every bar before it (model/data.py);
-the test segment is never used. A finalist's score is the mean of the best val losses of all its
-runs, its search trial included, with their standard deviation and count; the winner has the lowest
-mean, and is chosen only once every finalist has a result for each of its planned runs: a finalist scored
-on fewer would be ranked by its search loss, the optimistic minimum that made it a finalist. A diverged
-run is a result (inf: its finalist ranks last); a failed one (error) is not, and is run again by `resume`.
+the test segment is never used. A finalist's score is the mean of the best val losses of its fresh runs
+alone (its confirmation runs), with their standard deviation and count: its search trial's loss is the
+minimum of many, which made it a finalist, so it is biased low and kept beside the mean, never in it. The
+winner has the lowest mean, and is chosen only once every finalist has a result for each of its planned
+runs. A confirm section with no run to plan (no extra seed, one fold) confirms nothing: the winner is the
+search's best. A diverged run is a result (inf: its finalist ranks last); a failed one (error) is not, and
+is run again by `resume`.
 Pure logic over ledger records: the sweep runs the runs (tuning/sweep/confirmation.py).
 """
 
@@ -67,12 +69,18 @@ class ConfirmRun:
 @dataclass(frozen=True)
 class FinalistScore:
     record: TrialRecord  # the finalist's search trial (the run's seed, fold 1): what `best` exports
-    losses: tuple[float, ...]  # the loss of each of its results, its search trial first (a diverged run: inf)
-    planned: int  # its runs in all, its search trial included: (1 + len(seeds)) x folds
+    losses: tuple[float, ...]  # the loss of each of its fresh runs with a result, by (seed, fold); diverged: inf
+    planned: int  # its fresh runs in all (its search trial not counted): runs_per_finalist
 
     @property
     def n(self) -> int:
         return len(self.losses)
+
+    @property
+    def search_loss(self) -> float:
+        """Its search trial's best val_loss: the minimum that made it a finalist, biased low; shown beside the
+        mean, never in it."""
+        return self.record.best_val_loss
 
     @property
     def complete(self) -> bool:
@@ -85,14 +93,20 @@ class FinalistScore:
 
     @property
     def mean(self) -> float:
-        return math.fsum(self.losses) / self.n
+        """The mean over its fresh runs; nan while none has a result (ranked after every finalist that has one)."""
+        return math.fsum(self.losses) / self.n if self.n else math.nan
 
     @property
     def std(self) -> float:
-        """Sample standard deviation over its runs (0 for one run; inf when a run has no finite loss)."""
+        """Sample standard deviation over its fresh runs (0 for one run, nan for none; inf when a run has no finite
+        loss)."""
         if not all(math.isfinite(v) for v in self.losses):
             return math.inf
-        return statistics.stdev(self.losses) if self.n > 1 else 0.0
+        return statistics.stdev(self.losses) if self.n > 1 else 0.0 if self.n else math.nan
+
+    def rank(self) -> tuple[float, float]:
+        """What it is ranked by: its mean (none yet: last), then its search loss (a tie only)."""
+        return (self.mean if self.n else math.inf, self.search_loss)
 
 
 class Unconfirmed(Exception):
@@ -149,14 +163,16 @@ def pending_runs(records: list[TrialRecord], confirm: ConfirmConfig, base_seed: 
 
 
 def finalist_scores(records: list[TrialRecord], confirm: ConfirmConfig, base_seed: int) -> list[FinalistScore]:
-    """Each finalist's losses over its search trial and its recorded results; the complete ones by lowest mean
-    first, then those with runs missing (ranked by what they have, for the leaderboard alone)."""
+    """Each finalist's losses over its recorded fresh runs (its search trial's is not one); the complete ones by
+    lowest mean first, then those with runs missing (ranked by what they have, for the leaderboard alone). [] when
+    the confirm section plans no run."""
+    if not confirm.runs_per_finalist:
+        return []
     scores = []
     for finalist in finalists(records, confirm.top_k):
         results = sorted(_results(records, finalist.trial_id).values(), key=lambda r: (r.seed, r.fold))
-        scores.append(FinalistScore(finalist, (finalist.best_val_loss, *map(run_loss, results)),
-                                    1 + confirm.runs_per_finalist))
-    return sorted(scores, key=lambda s: (not s.complete, s.mean, s.record.best_val_loss))
+        scores.append(FinalistScore(finalist, tuple(map(run_loss, results)), confirm.runs_per_finalist))
+    return sorted(scores, key=lambda s: (not s.complete, *s.rank()))
 
 
 def seed_members(records: list[TrialRecord], chosen: TrialRecord) -> list[TrialRecord]:
@@ -170,23 +186,23 @@ def seed_members(records: list[TrialRecord], chosen: TrialRecord) -> list[TrialR
 
 def winner(records: list[TrialRecord], confirm: ConfirmConfig | None, base_seed: int,
            unconfirmed: bool = False) -> TrialRecord | None:
-    """The configuration the sweep hands over: with confirmation, the finalist with the lowest mean over all its
-    planned runs, chosen only once every finalist has them all (else Unconfirmed is raised; `unconfirmed` ranks
-    by the results there are instead); without, the completed search trial with the lowest val_loss. None when no
-    search trial completed."""
-    if confirm is None:
+    """The configuration the sweep hands over: with confirmation, the finalist with the lowest mean over its
+    planned fresh runs, chosen only once every finalist has them all (else Unconfirmed is raised; `unconfirmed`
+    ranks by the results there are instead); without (or with no run planned), the completed search trial with the
+    lowest val_loss. None when no search trial completed."""
+    if confirm is None or not confirm.runs_per_finalist:
         return best_record(records)
     scores = finalist_scores(records, confirm, base_seed)
     if not scores:
         return None
     if not unconfirmed and not all(s.complete for s in scores):
         raise Unconfirmed(scores)
-    return min(scores, key=lambda s: (s.mean, s.record.best_val_loss)).record
+    return min(scores, key=FinalistScore.rank).record
 
 
 def describe_missing(scores: list[FinalistScore]) -> str:
     """"3 confirmation runs have no result (finalist X: 2 of 3, finalist Y: 1 of 3)"."""
     missing = sum(s.missing for s in scores)
-    each = ", ".join(f"finalist {s.record.trial_id}: {s.missing} of {s.planned - 1}" for s in scores if s.missing)
+    each = ", ".join(f"finalist {s.record.trial_id}: {s.missing} of {s.planned}" for s in scores if s.missing)
     return f"{missing} confirmation run{'s' if missing != 1 else ''} {'have' if missing != 1 else 'has'} no " \
            f"result ({each})"

@@ -1,22 +1,26 @@
-"""The space's `notify:` section: the webhook a sweep tells how it ended (tuning/notify.py sends it).
+"""The space's `notify:` section: the webhook a sweep tells how it ended (tuning/sweep/notification.py sends it).
 
   notify:
     webhook: https://hooks.slack.com/services/T000/B000/XXXX   # a Slack incoming webhook, or any URL taking JSON
 
 A webhook URL is a secret (whoever has a Slack one can post to the channel): it is never printed whole, only its
-host, and never sent to MLflow. A credential may stand in its path, as Slack's token does; a user:password@ in
-front of the host may not.
+host, never sent to MLflow, and never kept in the sweep's files (sweep.json says only that one was set; `sweep`
+and `resume` take it from --notify, WEBHOOK_ENV or, at `sweep`, this section). A credential may stand in its path,
+as Slack's token does; a user:password@ in front of the host may not (found as tuning/uri_secrets.py finds it).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from tuning.uri_secrets import userinfo_in
 from tuning.yaml_io import ConfigError
 
 SCHEMES = ("http", "https")
+WEBHOOK_ENV = "MAMBA_TUNE_WEBHOOK"  # the webhook, where --notify is not given: kept out of shell history and files
 
 
 @dataclass(frozen=True)
@@ -39,14 +43,18 @@ def webhook_problem(url: Any) -> str | None:
         return f"webhook must be an http(s) URL, e.g. https://hooks.slack.com/services/..., got {type(url).__name__}"
     try:
         parts = urlsplit(url.strip())
-        parts.port  # noqa: B018 - a port that is not a number raises here
     except ValueError:
         return "webhook is not a URL (check its brackets, host and port); give http(s)://HOST/PATH"
     if parts.scheme.lower() not in SCHEMES:
-        return f"webhook must be http or https, got {parts.scheme or 'no scheme'!r}; give http(s)://HOST/PATH"
-    if parts.username is not None or parts.password is not None:
+        scheme = parts.scheme if re.fullmatch(r"[A-Za-z][\w+.-]{0,9}", parts.scheme) else "another scheme"
+        return f"webhook must be http or https, got {scheme if parts.scheme else 'no scheme'!r}; give http(s)://HOST/PATH"
+    if userinfo_in(url.strip()) is not None:  # as urllib or SQLAlchemy reads it: bob:pa/ss@host included
         return ("webhook holds a user:password@ before its host, which would be kept and shown with it; "
                 "use a URL whose secret is in its path, as Slack's are")
+    try:
+        parts.port  # noqa: B018 - a port that is not a number raises here
+    except ValueError:
+        return "webhook is not a URL (check its brackets, host and port); give http(s)://HOST/PATH"
     if not parts.hostname:
         return "webhook has no host; give http(s)://HOST/PATH"
     return None

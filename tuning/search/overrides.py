@@ -5,11 +5,15 @@ run.model.d_model in a space;
 model.d_model, train.lr in a run configuration). A value is read as a number where it is one (3e-3 included, which
 YAML would read as text), else as YAML (true, null, [32, 64], {low: 1, high: 4}). The result is validated exactly as
 the file is, by whoever reads it.
+
+A value given by --set is never repeated in an error (it may be a secret: a webhook URL, a token): the errors here
+name the key alone, and `hide_set_values` takes out of any other error line each value where it would stand.
 """
 
 from __future__ import annotations
 
 import copy
+import re
 from typing import Any
 
 import yaml
@@ -17,19 +21,31 @@ import yaml
 from tuning.errors import UsageError
 
 SPEC_FIELDS = ("low", "high", "log", "step", "choices")  # the keys of a search entry (search_section.py)
+_KEY = re.compile(r"[\w.\- ]+")  # what a key may be to be shown: names, dots (a URL or a token is no key)
+SHORTEST_HIDDEN = 4  # a value shorter than this (a number, true) is taken out only where it stands quoted
 
 
 def parse_sets(pairs: list[str]) -> list[tuple[tuple[str, ...], Any]]:
     """["scheduler.max_epochs=20"] -> [(("scheduler", "max_epochs"), 20)]; UsageError for a pair that is not
-    KEY=VALUE with a dotted KEY of names."""
+    KEY=VALUE with a dotted KEY of names (naming the key, never the value)."""
     sets = []
-    for pair in pairs:
+    for number, pair in enumerate(pairs, 1):
         key, sep, text = pair.partition("=")
         names = tuple(name.strip() for name in key.split("."))
-        if not sep or not all(names):
-            raise UsageError(f"--set {pair!r} is not KEY=VALUE with a dotted key, e.g. --set scheduler.max_epochs=20")
+        if not sep:  # all of it may be the value, the key forgotten: not shown
+            raise UsageError(f"--set number {number} has no '=', so it is not KEY=VALUE (its text is not repeated: "
+                             "it may be a value); give a dotted key and its value, e.g. --set scheduler.max_epochs=20")
+        if not all(names):
+            raise UsageError(f"--set {shown_key(key)}=... is not KEY=VALUE with a dotted key of names, e.g. --set "
+                             "scheduler.max_epochs=20")
         sets.append((_search_entry(names), value_of(text.strip())))
     return sets
+
+
+def shown_key(key: str) -> str:
+    """A --set key as an error may show it: itself where it is dotted names, else KEY (a key that is no name may be
+    a value given without its key)."""
+    return key.strip() if _KEY.fullmatch(key.strip()) else "KEY"
 
 
 def _search_entry(names: tuple[str, ...]) -> tuple[str, ...]:
@@ -67,15 +83,50 @@ def with_sets(values: Any, sets: list[tuple[tuple[str, ...], Any]]) -> Any:
             inner = section.setdefault(name, {})
             if inner is None:
                 inner = section[name] = {}
-            if not isinstance(inner, dict):
-                raise UsageError(f"--set {'.'.join(names)}: {'.'.join(names[:depth + 1])} is a setting "
-                                 f"({inner!r}), not a section of settings; set it whole: --set "
-                                 f"{'.'.join(names[:depth + 1])}=VALUE")
+            if not isinstance(inner, dict):  # its value is not shown: an earlier --set may have given it
+                raise UsageError(f"--set {shown_key('.'.join(names))}: {shown_key('.'.join(names[:depth + 1]))} is a "
+                                 f"setting, not a section of settings; set it whole: --set "
+                                 f"{shown_key('.'.join(names[:depth + 1]))}=VALUE")
             section = inner
         section[names[-1]] = value
     return result
 
 
 def described(source: str, pairs: list[str]) -> str:
-    """How errors name a file read with --set pairs: 'smoke.yaml (with --set a=1 --set b=2)'."""
-    return f"{source} (with {' '.join('--set ' + p for p in pairs)})" if pairs else source
+    """How errors name a file read with --set pairs, by their keys alone: 'smoke.yaml (with --set a=... --set
+    b=...)'."""
+    keys = (shown_key(pair.partition("=")[0]) for pair in pairs)
+    return f"{source} (with {' '.join(f'--set {key}=...' for key in keys)})" if pairs else source
+
+
+def hide_set_values(message: str, pairs: list[str]) -> str:
+    """`message` (an error line) with each --set value taken out where it stands, as written or as read (its text,
+    quoted or not, and each text inside a list or mapping): '<--set KEY>' in its place. A value shorter than
+    SHORTEST_HIDDEN characters (a number, true) is taken out only where it stands quoted: bare, it would take
+    out the words and numbers it happens to equal."""
+    hidden: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, text = pair.partition("=")
+        if not sep:  # refused by parse_sets before anything else is read, in words that never repeat it
+            continue
+        label = f"<--set {shown_key(key)}>"
+        texts = {text.strip(), text, *_texts_of(value_of(text.strip()))}
+        for value in filter(str.strip, texts):  # an empty value hides nothing
+            for quoted in (repr(value), f'"{value}"', f"'{value}'"):
+                hidden.setdefault(quoted, label)
+            if len(value.strip()) >= SHORTEST_HIDDEN:
+                hidden.setdefault(value, label)
+    for value in sorted(hidden, key=len, reverse=True):  # the longest first: a value inside another's quotes
+        edges = (r"(?<!\w)" if value[0].isalnum() or value[0] == "_" else "",
+                 r"(?!\w)" if value[-1].isalnum() or value[-1] == "_" else "")
+        message = re.sub(edges[0] + re.escape(value) + edges[1], lambda _, label=hidden[value]: label, message)
+    return message
+
+
+def _texts_of(value: Any) -> set[str]:
+    """Every text `value` holds: itself as text, and each key and item of a list or mapping, as text."""
+    if isinstance(value, dict):
+        return {str(value), *(t for k, v in value.items() for t in (*_texts_of(k), *_texts_of(v)))}
+    if isinstance(value, list | tuple):
+        return {str(value), *(t for item in value for t in _texts_of(item))}
+    return {str(value)}

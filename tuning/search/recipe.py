@@ -34,23 +34,33 @@ class Tuned:
 
     sweep: str
     trial: str
-    best_epoch: int  # the trial's best epoch: the epochs a refit trains
+    best_epoch: int  # the trial's best epoch: where `train` of it stops, its train.epochs schedule unchanged
     best_val_loss: float
     refit: bool = False
     data_sha256: str | None = None  # the bars file the sweep ran on (tuning/bars_file.py): a refit takes no other
     unconfirmed: bool = False  # chosen by `best --unconfirmed`, with confirmation runs missing
+    stop_epoch: int | None = None  # where `train` stops instead of best_epoch (its --epochs); None: best_epoch
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> Tuned:
         tuned = cls(**values)
-        if not isinstance(tuned.best_epoch, int) or isinstance(tuned.best_epoch, bool) or tuned.best_epoch < 1:
-            raise ValueError(f"best_epoch must be a positive integer, got {tuned.best_epoch!r}")
+        for name in ("best_epoch", "stop_epoch"):
+            value = getattr(tuned, name)
+            if (value is not None or name == "best_epoch") and (
+                    not isinstance(value, int) or isinstance(value, bool) or value < 1):
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
         return tuned
 
+    @property
+    def last_epoch(self) -> int:
+        """The last epoch `train` of it trains: stop_epoch when given, else the trial's best epoch."""
+        return self.stop_epoch or self.best_epoch
+
     def to_dict(self) -> dict[str, Any]:
-        """The section as written: data_sha256 and unconfirmed only when set (the keys earlier versions wrote)."""
+        """The section as written: data_sha256, unconfirmed and stop_epoch only when set (the keys earlier versions
+        wrote)."""
         values = dataclasses.asdict(self)
-        return {k: v for k, v in values.items() if not (k in ("data_sha256", "unconfirmed") and not v)}
+        return {k: v for k, v in values.items() if not (k in ("data_sha256", "unconfirmed", "stop_epoch") and not v)}
 
 
 @dataclass(frozen=True)

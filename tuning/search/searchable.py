@@ -6,6 +6,7 @@ batch_size: train.lr, train.weight_decay, train.batch_size). Every int, float, b
 recipe's data, model and train sections may be searched, except:
   set by the sweep      train.epochs (scheduler.max_epochs), train.seed (run.train.seed, confirm.seeds),
                         train.device and train.threads (resources), data.fold (confirm.folds),
+                        data.align_window (the longest data.window searched: tuning/search/sample_alignment.py),
                         model.n_features, model.n_targets and model.residual (from the data)
   not comparable        data.target, data.horizon, data.val_fraction, data.test_fraction, data.min_val_samples:
                         they change what the validation loss measures, or on which bars, so trials that differ
@@ -30,6 +31,7 @@ NOT_SEARCHABLE = {
     "train.device": "the device follows resources.gpus_per_trial",
     "train.threads": "the threads follow resources.cpus_per_worker",
     "data.fold": "walk-forward folds are confirm.folds",
+    "data.align_window": "the sweep sets it to the longest data.window it searches (tuning/search/sample_alignment.py)",
     "data.columns": "the file's columns are run.data.columns (or --column)",
     "model.n_features": "it is set from the data",
     "model.n_targets": "it is set from the data",

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import random
 from typing import Any
 
 import optuna
@@ -29,7 +30,7 @@ from optuna.trial import TrialState
 from ray.tune.search.optuna import OptunaSearch
 
 from tuning.search.gate import stop_reason
-from tuning.search.samplers import grid_values
+from tuning.search.samplers import grid_points, holds
 from tuning.search.search_section import Spec
 from tuning.search.space import Choice, IntRange, SweepSpace
 
@@ -69,20 +70,45 @@ def make_sampler(name: str, search: dict[str, Spec], trials: int, seed: int) -> 
     if name == "cmaes":
         return optuna.samplers.CmaEsSampler(seed=seed, n_startup_trials=startup, warn_independent_sampling=False)
     if name == "grid":
-        return SweepGridSampler(grid_values(search, "space"), seed=seed)
+        return SweepGridSampler(grid_points(search), seed=seed)
     return optuna.samplers.TPESampler(
         seed=seed, n_startup_trials=startup,
         multivariate=True, constant_liar=True,  # several trials run at once: do not sample the same point twice
     )
 
 
-class SweepGridSampler(optuna.samplers.GridSampler):
-    """Optuna's grid, asked and told by Ray Tune's searcher, with no `study.optimize` running: the space's trial
-    count (the grid's size) ends the search. Optuna's own calls study.stop() once the grid is done, which raises
-    outside optimize and would end the last trial as an error."""
+class SweepGridSampler(optuna.samplers.BaseSampler):
+    """Every point of the grid once, asked and told by Ray Tune's searcher with no `study.optimize` running (the
+    space's trial count ends the search). A trial takes the first point, in an order the seed shuffles, that no
+    other trial of the study holds: one that ran, one running, an enqueued `initial` point still waiting (Optuna's
+    fixed params; a trial lost to a killed driver holds nothing). So an initial point on the grid runs once, as
+    itself, and every other point once. (Optuna's GridSampler gives trial n the grid's point n whatever an
+    enqueued trial holds: a 2x2 grid with one initial point ran one point twice and another never.) An enqueued
+    point that leaves settings out takes a free point that agrees with it. Past the grid (a sweep extended beyond
+    it) the point held by fewest trials is given again."""
 
-    def after_trial(self, study: Any, trial: Any, state: Any, values: Any) -> None:
-        return None
+    def __init__(self, points: list[dict[str, Any]], seed: int) -> None:
+        self.points = list(points)  # every combination (tuning/search/samplers.py's grid_points)
+        random.Random(seed).shuffle(self.points)
+        self.chosen: dict[int, dict[str, Any]] = {}  # trial number -> its point, while its settings are asked
+
+    def infer_relative_search_space(self, study: Any, trial: Any) -> dict[str, BaseDistribution]:
+        return {}
+
+    def sample_relative(self, study: Any, trial: Any, search_space: dict[str, BaseDistribution]) -> dict[str, Any]:
+        return {}
+
+    def sample_independent(self, study: Any, trial: Any, param_name: str, param_distribution: BaseDistribution) -> Any:
+        if trial.number not in self.chosen:
+            self.chosen = {trial.number: self._free_point(study, trial)}  # the trials before it hold theirs now
+        return self.chosen[trial.number][param_name]
+
+    def _free_point(self, study: Any, trial: Any) -> dict[str, Any]:
+        held = [{**t.system_attrs.get("fixed_params", {}), **t.params} for t in study.get_trials(deepcopy=False)
+                if t.number != trial.number and t.user_attrs.get("stop_reason") != "lost"]
+        fixed = trial.system_attrs.get("fixed_params", {})
+        candidates = [p for p in self.points if holds(fixed, p, partly=True)] or self.points
+        return min(candidates, key=lambda point: sum(holds(values, point) for values in held))  # first of the least
 
 
 class StateAwareOptunaSearch(OptunaSearch):

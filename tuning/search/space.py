@@ -27,7 +27,8 @@ from tuning.search.finalists import ConfirmConfig
 from tuning.search.gate import GateConfig
 from tuning.search.notify_config import NotifyConfig, parse_notify
 from tuning.search.recipe import TrainingRecipe
-from tuning.search.samplers import check_sampler, grid_size
+from tuning.search.sample_alignment import aligned_run
+from tuning.search.samplers import check_sampler, grid_trials
 from tuning.search.search_section import Choice, FloatRange, IntRange, Spec, parse_search, with_searched
 
 __all__ = ["Choice", "FloatRange", "IntRange", "SweepSpace", "load_space", "parse_space", "searched", "with_params"]
@@ -101,7 +102,7 @@ class SweepSpace:
     confirm: ConfirmConfig | None = None  # finalists trained again (tuning/search/finalists.py); None: not
     notify: NotifyConfig | None = None  # the webhook told how the sweep ended (tuning/search/notify_config.py)
     # Optuna's sampler: tpe, random, gp, cmaes (needs the cmaes package) or grid (every entry a choice list or a
-    # range with step; trials unset: the whole grid). tuning/search/samplers.py
+    # range with step; trials unset: the whole grid and the initial points off it). tuning/search/samplers.py
     sampler: str = "tpe"
 
 
@@ -147,18 +148,23 @@ def parse_space(values: Any, source: str) -> SweepSpace:
     run_values = top.get("run") or {}
     if isinstance(run_values, dict) and "epochs" in (run_values.get("train") or {}):
         raise ConfigError(f"{source}: run.train.epochs is set by scheduler.max_epochs; remove it from run.train")
+    if isinstance(run_values, dict) and "align_window" in (run_values.get("data") or {}):
+        raise ConfigError(f"{source}: run.data.align_window is set by the sweep, to the longest data.window its "
+                          "trials read, so that every trial is scored on the same samples; remove it from run.data")
     run = TrainingRecipe.from_dict(run_values, source=f"{source}: run").replace("train", epochs=scheduler.max_epochs)
     run = _pinned(run, resources, source)
     search = parse_search(top.get("search"), run, source)
-    sampler = top.get("sampler", "tpe")
-    trials = top.get("trials", grid_size(search, source) if sampler == "grid" else 16)
-    _positive_int(trials, source, "trials")
-    check_sampler(sampler, search, trials, source)
+    run = aligned_run(search, run)  # one validation set for every trial (tuning/search/sample_alignment.py)
     points = top.get("initial") or []
     if not isinstance(points, list):
         raise ConfigError(f"{source}: initial must be a list of configurations, e.g. "
                           "[{learning_rate: 5e-5, weight_decay: 1e-4, batch_size: 512}]")
     initial = tuple(_initial(point, search, run, source, i) for i, point in enumerate(points))
+    sampler = top.get("sampler", "tpe")
+    # grid: each point once, and each initial point off it (tuning/search/samplers.py)
+    trials = top.get("trials", grid_trials(search, initial, source) if sampler == "grid" else 16)
+    _positive_int(trials, source, "trials")
+    check_sampler(sampler, search, trials, source, initial)
     confirm = _confirm(top.get("confirm"), trials, run.train.seed, source)
     notify = parse_notify(top.get("notify"), source)
     return SweepSpace(name, trials, seed, search, initial, scheduler, gate, resources, run, confirm, notify, sampler)

@@ -2,7 +2,8 @@
 
 For each key: its type (the field's annotation), its default (what a space that omits it gets), its bounds (where
 the dataclass's module keeps a BOUNDS table of Intervals, as model/train_config.py does), the name under `search:`
-that searches it (where tuning/search/space.py can search it) and its one line of meaning (the field's own comment,
+that searches it (where tuning/search/space.py can search it), whether searching it moves samples (so the sweep
+aligns them, tuning/search/sample_alignment.py) and its one line of meaning (the field's own comment,
 tuning/search/field_comments.py). `mamba-tune space keys` prints them; docs/space-keys.md is their page.
 """
 
@@ -20,6 +21,7 @@ import yaml
 from tuning.search.field_comments import field_comments
 from tuning.search.overrides import with_sets
 from tuning.search.recipe import SECTIONS, TrainingRecipe
+from tuning.search.sample_alignment import moves_samples
 from tuning.search.searchable import ALIASES, searchable_settings
 from tuning.search.space import SweepSpace, parse_space
 from tuning.yaml_io import ConfigError
@@ -41,6 +43,7 @@ class SpaceKey:
     searchable: str  # the names under `search:` that search this key, comma separated; "" where it cannot be
     meaning: str  # the field's own comment in its dataclass; "" where it has none (a test fails on that)
     owner: str  # the dataclass the key is a field of, e.g. model.train_config.TrainConfig
+    moves_samples: bool = False  # searching it changes which bars a trial's samples are (the sweep aligns them)
 
     @property
     def section(self) -> str:
@@ -149,7 +152,7 @@ def section_keys(prefix: str, kind: type, searchers: dict[str, tuple[str, ...]] 
         shown = REQUIRED if default is dataclasses.MISSING else yaml_text(default)
         rule = str(bounds[field.name]) if field.name in bounds else ""
         keys.append(SpaceKey(key, str(field.type), shown, rule, ", ".join(searchers.get(key, ())),
-                             comments[field.name], _name(kind)))
+                             comments[field.name], _name(kind), key in searchers and moves_samples(key[len("run."):])))
     return keys
 
 

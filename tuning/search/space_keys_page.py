@@ -9,11 +9,12 @@ from tuning.search.space_keys import SpaceKey
 
 COLUMNS = ("key", "type", "default", "bounds", "searchable", "meaning")
 REGENERATE = "make docs  (or: .venv/bin/mamba-tune space keys --markdown > docs/space-keys.md)"
+MOVES_SAMPLES = "(moves samples)"  # after the search name of a setting whose values cut different samples
 
 
 def keys_table(keys: tuple[SpaceKey, ...]) -> str:
     """One aligned row per key under a header; the meaning last, unwrapped."""
-    rows = [COLUMNS, *((k.key, k.type, k.default, k.bounds, k.searchable, k.meaning) for k in keys)]
+    rows = [COLUMNS, *((k.key, k.type, k.default, k.bounds, _searchable(k.searchable, k), k.meaning) for k in keys)]
     widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS) - 1)]
     return "".join("  ".join([*(cell.ljust(w) for cell, w in zip(row, widths, strict=False)), row[-1]]).rstrip()
                    + "\n" for row in rows)
@@ -28,20 +29,30 @@ def keys_markdown(keys: tuple[SpaceKey, ...], refused: dict[str, str]) -> str:
              "it gets, its bounds where the code keeps a table of them, and the name under `search:` that searches "
              "it, where one can. `mamba-tune space keys` prints the same; `mamba-tune space show SPACE` prints a "
              "space with every default filled in. A key's meaning is its field's comment in the dataclass named "
-             "above its table.", ""]
+             "above its table.", "",
+             f"A searchable setting marked {MOVES_SAMPLES} changes which bars a trial's samples are (a longer "
+             "`data.window` starts every segment's first sample later). A sweep that searches one scores every trial "
+             "and confirmation run on the same samples, those of its longest value, with the same scaling and HAR: "
+             "it sets `run.data.align_window` (tuning/search/sample_alignment.py), so their losses compare.", ""]
     for section, group in groupby(keys, key=lambda k: k.section):
         rows = list(group)
         owners = sorted({owner for k in rows for owner in k.owner.split(", ")})
         lines += [f"## {section}", "", f"Read by {', '.join(f'`{o}`' for o in owners)}.", "",
                   "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
         lines += ["| " + " | ".join(_cell(c) for c in (f"`{k.key}`", k.type, _code(k.default), k.bounds,
-                                                          _code(k.searchable), k.meaning)) + " |" for k in rows]
+                                                          _searchable(_code(k.searchable), k), k.meaning))
+                  + " |" for k in rows]
         lines.append("")
     if refused:
         lines += ["## Set by the sweep", "", "A space may not set these; the parser says why:", ""]
         lines += [f"- `{key}`: {_cell(why)}" for key, why in refused.items()]
         lines.append("")
     return "\n".join(lines)
+
+
+def _searchable(text: str, key: SpaceKey) -> str:
+    """The search name(s) as shown, marked where searching the setting moves samples."""
+    return f"{text} {MOVES_SAMPLES}" if key.moves_samples else text
 
 
 def _code(text: str) -> str:

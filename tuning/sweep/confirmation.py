@@ -64,7 +64,8 @@ def run_confirmation(ledger_path: Path, space: SweepSpace, setup: TrialSetup, pl
 
 
 def record_in_study(ledger_path: Path, space: SweepSpace, study_url: str, study_name: str) -> None:
-    """Each finalist's confirmed score as a user attribute of the Optuna study, `finalist.<ray trial id>`:
+    """Each finalist's confirmed score (the mean over its fresh runs; its search trial's loss beside it) as a user
+    attribute of the Optuna study, `finalist.<ray trial id>`:
     Optuna refuses to change a finished trial (its own user attributes), so the study holds them."""
     if space.confirm is None:
         return
@@ -76,7 +77,7 @@ def record_in_study(ledger_path: Path, space: SweepSpace, study_url: str, study_
                  "stop_reason": r.stop_reason} for r in records if r.finalist == score.record.trial_id]
         study.set_user_attr(f"finalist.{score.record.trial_id}", {
             "optuna_trial": numbers.get(score.record.trial_id), "mean": score.mean, "std": score.std, "n": score.n,
-            "planned": score.planned, "runs": runs})
+            "planned": score.planned, "search_loss": score.search_loss, "runs": runs})  # mean: its fresh runs'
 
 
 def _fold_datasets(space: SweepSpace, runs: list[ConfirmRun], path: str) -> dict[int, ray.ObjectRef]:

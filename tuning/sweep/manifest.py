@@ -10,6 +10,11 @@ bars file by content: its SHA-256, rows, first and last bar). A sweep whose
 with `data: {vol_lookbacks: [], residual_to: none, leverage_lookbacks: []}`, the bar features it
 trained on. One with `residual_to` but no `leverage_lookbacks` predates the mean-fall inputs
 alone: its space is read with `data: {leverage_lookbacks: []}`.
+
+A webhook URL (a secret) is never kept: `webhook_set` is there, true, when the sweep was started with one, and its
+space has no `notify` section. A file written by an older version may hold the URL in `space.notify.webhook`: it is
+read into `legacy_webhook` (never written back: the next write of the file drops it) and the space is read without
+it; `resume` tells that webhook once and writes the file without it (docs/notifications.md).
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -44,14 +49,19 @@ class SweepManifest:
     stages: tuple[int, ...] = ()  # cumulative trials of the first run and each `resume --trials`; () = (trials,)
     study_url: str | None = None  # the Optuna study's database (--study-url); None: optuna.db in the sweep folder
     bars: dict[str, Any] | None = None  # the bars file by content (tuning/bars_file.py): sha256, rows, first/last bar
+    webhook_set: bool = False  # the sweep was started with a webhook (its URL, a secret, is not kept)
+    # The URL an older version kept in space.notify.webhook, read to be told once by `resume`; never written
+    legacy_webhook: str | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def new(cls, name: str, data_path: str | Path, space: dict[str, Any], trials: int, ray_storage: str,
             tracking_uri: str, data_identity: dict[str, Any], memory_probe: dict[str, Any] | None,
-            study_url: str | None = None, bars: dict[str, Any] | None = None) -> SweepManifest:
-        return cls(name, location_text(data_path), space, trials, ray_storage, tracking_uri, data_identity,
-                   datetime.now(timezone.utc).isoformat(timespec="seconds"), uuid.uuid4().hex, memory_probe,
-                   study_url=study_url, bars=bars)
+            study_url: str | None = None, bars: dict[str, Any] | None = None,
+            webhook_set: bool = False) -> SweepManifest:
+        """The manifest of a new sweep; `space` without its notify section (the webhook is a secret)."""
+        return cls(name, location_text(data_path), _without_notify(space), trials, ray_storage, tracking_uri,
+                   data_identity, datetime.now(timezone.utc).isoformat(timespec="seconds"), uuid.uuid4().hex,
+                   memory_probe, study_url=study_url, bars=bars, webhook_set=webhook_set)
 
     @property
     def bars_sha256(self) -> str | None:
@@ -60,8 +70,13 @@ class SweepManifest:
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> SweepManifest:
-        known = {f.name for f in dataclasses.fields(cls)}
+        known = {f.name for f in dataclasses.fields(cls)} - {"legacy_webhook"}
         values = {k: v for k, v in values.items() if k in known}
+        if isinstance(values.get("space"), dict) and "notify" in values["space"]:  # an older version kept the URL
+            notify = values["space"]["notify"]
+            legacy = notify.get("webhook") if isinstance(notify, dict) else None
+            values = {**values, "space": _without_notify(values["space"]), "webhook_set": True,
+                      "legacy_webhook": legacy if isinstance(legacy, str) else None}
         if "residual_to" not in values["data_identity"]:
             values = {**values, "space": _pinned_inputs(values["space"], vol_lookbacks=[], residual_to="none")}
         if "leverage_lookbacks" not in values["data_identity"]:
@@ -77,7 +92,8 @@ class SweepManifest:
         return {**values, **({"memory_probe": self.memory_probe} if self.memory_probe else {}),
                 **({"stages": list(self.stages)} if len(self.stages) > 1 else {}),
                 **({"study_url": self.study_url} if self.study_url else {}),
-                **({"bars": self.bars} if self.bars else {})}
+                **({"bars": self.bars} if self.bars else {}),
+                **({"webhook_set": True} if self.webhook_set else {})}
 
     @property
     def trial_stages(self) -> tuple[int, ...]:
@@ -87,6 +103,11 @@ class SweepManifest:
     def extended(self, trials: int) -> SweepManifest:
         """The manifest of the sweep extended to `trials` search trials (more than it has)."""
         return dataclasses.replace(self, trials=trials, stages=(*self.trial_stages, trials))
+
+
+def _without_notify(space: dict[str, Any]) -> dict[str, Any]:
+    """The space without its notify section: the webhook URL it holds is a secret, kept nowhere."""
+    return {k: v for k, v in space.items() if k != "notify"} if isinstance(space, dict) else space
 
 
 def _pinned_inputs(space: dict[str, Any], **inputs: Any) -> dict[str, Any]:

@@ -1,6 +1,10 @@
-"""The one message a sweep sends its webhook (`notify: {webhook: URL}` in the space, or `--notify URL`) when it
-ends, fails or is interrupted: built by a pure function, POSTed by `post` (the CLI calls it, and says in one
-warning line when it fails; a notification never changes how the sweep ends).
+"""The one message a sweep sends its webhook (`--notify URL`, MAMBA_TUNE_WEBHOOK, or `notify: {webhook: URL}` in
+the space) when it ends, fails or is interrupted: built by a pure function, POSTed by `post` (the CLI calls it, and
+says in one warning line when it fails; a notification never changes how the sweep ends).
+
+`post` has one deadline, DEADLINE_S, for all of it: the name's resolution, the connection (and TLS), the request
+and the answer. A webhook that hangs, answers a byte at a time, or a name that resolves slowly, never holds a
+sweep's end longer: the POST goes on in a daemon thread, abandoned, and the sweep's end goes on.
 
 The body is Slack-compatible JSON: `text`, a line for people, and the same facts as fields for programs:
   {"text": "...", "sweep": "smoke", "status": "ended" | "failed" | "interrupted", "trials": 5, "trials_asked": 5,
@@ -12,13 +16,16 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 ENDED, FAILED, INTERRUPTED = "ended", "failed", "interrupted"
-TIMEOUT_S = 5.0
+DEADLINE_S = 10.0  # one notification, all of it: name resolution, connection, request and answer
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -68,11 +75,39 @@ class NotifyError(Exception):
     """The webhook did not take the message: its words never hold the URL (a secret), only what went wrong."""
 
 
-def post(url: str, body: dict[str, Any], timeout_s: float = TIMEOUT_S) -> None:
-    """POST `body` as JSON to `url`; raises NotifyError when it cannot be sent or the webhook answers an error."""
+def within(seconds: float, work: Callable[[], T]) -> tuple[bool, T | None]:
+    """(True, work()) where work() returns within `seconds`; else (False, None), work() left running in a daemon
+    thread (it holds nothing the caller needs). work()'s exception is raised here."""
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["value"] = work()
+        except BaseException as exc:  # noqa: BLE001 - raised again in the caller's thread
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=run, name="mamba-tune-bounded", daemon=True)
+    worker.start()
+    worker.join(seconds)
+    if worker.is_alive():
+        return False, None
+    if "error" in outcome:
+        raise outcome["error"]
+    return True, outcome["value"]
+
+
+def post(url: str, body: dict[str, Any], deadline_s: float = DEADLINE_S) -> None:
+    """POST `body` as JSON to `url`, all of it within `deadline_s`; raises NotifyError when it cannot be sent in
+    time or the webhook answers an error."""
+    done, _ = within(deadline_s, lambda: _post(url, body, deadline_s))
+    if not done:
+        raise NotifyError(f"no answer within {deadline_s:g} s (name resolution, connection and answer together)")
+
+
+def _post(url: str, body: dict[str, Any], timeout_s: float) -> None:
     request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
                                      headers={"Content-Type": "application/json", "User-Agent": "mamba-tune"})
-    try:
+    try:  # each socket operation waits at most timeout_s, so that an abandoned POST ends on its own
         with urllib.request.urlopen(request, timeout=timeout_s) as answer:  # noqa: S310 - http(s) only (NotifyConfig)
             answer.read(1024)
     except urllib.error.HTTPError as exc:

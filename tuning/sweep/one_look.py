@@ -7,7 +7,8 @@ Beside the winner's loss the look says whether it beats HAR by more than noise: 
 and a Diebold-Mariano test of their squared errors (model/diebold_mariano.py). The same is said against the
 space's first initial point (the untuned configuration, as its search trial trained it): for reference only,
 it chooses nothing. Where the space searches data settings, each model is scored on the Dataset it trained on, and
-the two are compared on the test samples both forecast (a longer window starts later), in the winner's units.
+the two are compared on the test samples both forecast, in the winner's units: with data.window searched, every
+Dataset of the sweep has the same test samples and HAR (tuning/search/sample_alignment.py), so those are all of them.
 
 Every look is kept: <sweep folder>/test.json holds a list, one entry per look (the trial, the time, the
 sweep's search trials at that moment). A sweep whose winner already has a look reads it back instead of
@@ -28,8 +29,8 @@ import numpy as np
 
 from model.atomic import write_text_atomic
 from model.data import Dataset
-from model.diebold_mariano import diebold_mariano
 from model.holdout import har_squared_errors, score_ensemble, score_squared_errors, squared_errors_on_test_segment
+from model.verdict import versus
 from tuning.search.ledger import TrialRecord
 from tuning.search.space import SweepSpace
 from tuning.sweep.trial_files import stage_record_best, storage_filesystem
@@ -69,7 +70,8 @@ def score(ray_storage: str, train_storage: str, winner: TrialRecord, data: Datas
     """{trial_id, best_epoch, test_loss, baseline_har, baseline_persistence, baseline_mean, n_test, vs_har} of the
     winner; "vs_initial" with the space's first initial point's trial; with two or more seed `members` (the winner
     first) "ensemble": {trials, val_loss, test_loss, member_test_losses, n_members}. vs_*: {trial_id (of the
-    reference, vs_initial only), test_loss, ratio, dm_stat, dm_pvalue}, the winner's loss over the reference's;
+    reference, vs_initial only), test_loss, ratio, dm_stat, dm_pvalue, dm_lags and their _wide twins (see
+    versus)}, the winner's loss over the reference's;
     vs_initial with n_test too where the initial trial trained on other data settings (`initial_data`)."""
     fs = storage_filesystem(ray_storage)
     horizon = 1 if data.summary["target"] == "close" else data.summary["horizon"]  # bars each target overlaps
@@ -79,14 +81,14 @@ def score(ray_storage: str, train_storage: str, winner: TrialRecord, data: Datas
             raise LookFailed(f"trial {winner.trial_id}'s best.pt is not in {train_storage}")
         errors = squared_errors_on_test_segment([best], data)  # (n_test,)
         scores = {"trial_id": winner.trial_id, "best_epoch": winner.best_epoch, **score_squared_errors(errors, data),
-                  "vs_har": _versus(errors, har_squared_errors(data), horizon)}
+                  "vs_har": versus(errors, har_squared_errors(data), horizon)}
         if initial is not None and initial.trial_id != winner.trial_id:  # the winner untuned: nothing to compare
             reference = stage_record_best(fs, train_storage, initial, Path(tmp) / "initial.pt")
             if reference is not None:
                 own = initial_data if initial_data is not None else data
                 theirs = squared_errors_on_test_segment([reference], own)  # (n_test of own,)
                 mine, theirs = on_common_test_samples(errors, data, theirs, own)
-                scores["vs_initial"] = {"trial_id": initial.trial_id, **_versus(mine, theirs, horizon),
+                scores["vs_initial"] = {"trial_id": initial.trial_id, **versus(mine, theirs, horizon),
                                         **({} if own is data else {"n_test": len(mine)})}
         if len(members) > 1:
             staged = [best, *(stage_record_best(fs, train_storage, m, Path(tmp) / f"member-{i}.pt")
@@ -108,20 +110,6 @@ def on_common_test_samples(errors: np.ndarray, data: Dataset, their_errors: np.n
     _, mine, theirs = np.intersect1d(data.test_index, their_data.test_index, assume_unique=True, return_indices=True)
     rescale = (their_data.scaler.target_std / data.scaler.target_std) ** 2
     return errors[mine], their_errors[theirs] * rescale
-
-
-def _versus(errors: np.ndarray, reference: np.ndarray, horizon: int) -> dict[str, float]:
-    """The winner's squared errors (n_test,) against a reference's (n_test,): {test_loss (the reference's), ratio,
-    dm_stat, dm_pvalue}; a negative statistic: the winner's errors are the smaller. NaN statistic and p-value where
-    the test cannot be made (no more test samples than the horizon, a non-finite error): the losses still stand."""
-    try:
-        test = diebold_mariano(errors, reference, horizon)
-        stat, pvalue = test.stat, test.pvalue
-    except ValueError:
-        stat = pvalue = math.nan
-    reference_loss = float(np.mean(reference))
-    return {"test_loss": reference_loss, "ratio": float(np.mean(errors)) / reference_loss if reference_loss
-            else math.inf, "dm_stat": stat, "dm_pvalue": pvalue}
 
 
 def initial_trial(records: list[TrialRecord], space: SweepSpace) -> TrialRecord | None:

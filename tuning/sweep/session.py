@@ -13,6 +13,7 @@ The sweep folder, <storage>/<name>/:
   train/       Ray Train's checkpoints, one folder per trial
   tracking-pending.jsonl  MLflow writes not yet sent (a write-ahead log; sent on resume)
   folders.json the folders the sweep has been kept in, with a URI storage (tuning/sweep/record_copies.py)
+  generation.json  which copy of the records this folder holds, with a URI storage: a stale one is never copied
 With a URI storage the folder is the head's own, <storage>/<name>/ holds tune/ and train/, and a copy of the
 records (sweep.json, trials.json, test.json, the spool) is kept there too, so another head can resume it.
 Every trial is logged to MLflow (tuning/tracking/runs.py) as the sweep runs, by the callback of
@@ -52,6 +53,7 @@ from tuning.search.searcher import fail_lost_trials, make_searcher
 from tuning.search.space import SweepSpace, parse_space, searches_data, with_params
 from tuning.sweep import orphan_groups
 from tuning.sweep.confirmation import confirmation_runs, record_in_study, run_confirmation
+from tuning.sweep.looks_kept import keep_looks
 from tuning.sweep.manifest import SweepManifest
 from tuning.sweep.memory_probe import ProbeResult
 from tuning.sweep.one_look import initial_trial, look_at_test_segment, look_due
@@ -72,7 +74,7 @@ from tuning.sweep_files import (
     read_test_looks,
 )
 from tuning.tracking.log import SWEEP_KEY, TrackingLog, note
-from tuning.tracking.runs import SweepTracking, close_sweep, log_test_look, open_sweep
+from tuning.tracking.runs import SweepTracking, close_sweep, open_sweep
 from tuning.tracking.store import TrackingStore, first_line, open_store
 
 
@@ -104,13 +106,15 @@ class FinishedSweep:
 
 
 def write_manifest(paths: SweepPaths, data_path: str | Path, space_values: dict[str, Any], trials: int,
-                   data: Dataset, tracking_uri: str, memory_probe: ProbeResult | None = None) -> SweepManifest:
+                   data: Dataset, tracking_uri: str, memory_probe: ProbeResult | None = None,
+                   webhook_set: bool = False) -> SweepManifest:
     """What `resume` needs to continue the sweep exactly as it was asked, and log to the same MLflow runs.
 
-    `space_values`: the space as run (without the batch sizes the memory probe removed)."""
+    `space_values`: the space as run (without the batch sizes the memory probe removed; its notify section, a
+    secret, is not kept: `webhook_set` says only that the sweep notifies)."""
     manifest = SweepManifest.new(paths.name, data_path, space_values, trials, paths.ray_storage, tracking_uri,
                                  data_identity(data), memory_probe.to_dict() if memory_probe else None, paths.study,
-                                 bars_identity(data_path, data.summary))
+                                 bars_identity(data_path, data.summary), webhook_set=webhook_set)
     write_text_atomic(paths.folder / MANIFEST, json.dumps(manifest.to_dict(), indent=1))
     copy_records_or_note(paths)
     return manifest
@@ -123,6 +127,12 @@ def extend(paths: SweepPaths, manifest: SweepManifest, trials: int) -> SweepMani
     write_text_atomic(paths.folder / MANIFEST, json.dumps(extended.to_dict(), indent=1))
     copy_records_or_note(paths)
     return extended
+
+
+def drop_legacy_webhook(paths: SweepPaths, manifest: SweepManifest) -> None:
+    """sweep.json (here and its storage copy) written again without the webhook URL an older version kept in it."""
+    write_text_atomic(paths.folder / MANIFEST, json.dumps(manifest.to_dict(), indent=1))  # to_dict never holds it
+    copy_records_or_note(paths)
 
 
 def load_for_resume(paths: SweepPaths, manifest: SweepManifest) -> tuple[SweepPaths, SweepSpace, Dataset]:
@@ -139,6 +149,13 @@ def load_for_resume(paths: SweepPaths, manifest: SweepManifest) -> tuple[SweepPa
     space = parse_space(manifest.space, str(paths.folder / MANIFEST))
     data = load_dataset(manifest.data, space.run.data)  # a path, or a URI read again (model/bars_location.py)
     if data_identity(data, keys=manifest.data_identity) != manifest.data_identity:
+        if space.run.data.align_window is not None and data_identity(load_dataset(manifest.data, DataConfig.from_dict(
+                {**space.run.data.to_dict(), "align_window": None})), keys=manifest.data_identity) == \
+                manifest.data_identity:  # the same bars, validated as a version before sample_alignment.py did
+            raise UsageError(f"sweep {paths.name!r} searches data.window and was started by an earlier mamba-tune, "
+                             "which validated each window on its own samples; a sweep now scores every trial on the "
+                             "samples of its longest window, so it cannot continue; finish it with that version or "
+                             "start it again")
         raise UsageError(f"{manifest.data} has changed since sweep {paths.name!r} started, so its trials "
                          "cannot continue on it; restore the file or start a new sweep")
     return paths, space, data
@@ -226,20 +243,22 @@ def finish(store: TrackingStore, paths: SweepPaths, manifest: SweepManifest, spa
            data: Dataset) -> FinishedSweep:
     """A sweep whose trials and confirmation runs have all ended, finished without Ray: its driver stopped before
     the sweep's own end. The one look at the test segment it has not taken (its driver was killed first, or the
-    look failed) is taken now, once; MLflow writes it saved are sent, runs still open ended."""
+    look failed) is taken now, once; MLflow writes it saved are sent, runs still open ended. Every look test.json
+    holds is logged to MLflow, which skips those it has: `resume` leaves MLflow with test.json's looks."""
     records = list(Ledger(paths.folder / LEDGER).records.values())
     chosen = winner(records, space.confirm, space.run.train.seed)
     due = chosen is not None and look_due(paths.folder, chosen, data)
-    if not due and not (paths.folder / TRACKING_SPOOL).exists():
+    spooled = (paths.folder / TRACKING_SPOOL).exists()
+    if not due and not spooled and not read_test_looks(paths.folder):
         return FinishedSweep(None, None, False, 0)
-    client = open_store(store)  # only now: a finished sweep with nothing to do needs no store
+    client = open_store(store)  # only now: a finished sweep with nothing to do and no look needs no store
     log = TrackingLog(client, store.experiment_id(client, paths.name), manifest.sweep_id,
                       paths.folder / TRACKING_SPOOL)
     test, failure = _one_look(paths, space, data, manifest.trials) if due else (None, None)
-    if due:
-        log_test_look(log, read_test_looks(paths.folder), failure)
-    log.end_lost_runs([r.trial_id for r in records])
-    log.end_run(SWEEP_KEY, "FINISHED")
+    keep_looks(paths, log, failure)  # every look of test.json in MLflow, on every resume: a repeat costs nothing
+    if due or spooled:
+        log.end_lost_runs([r.trial_id for r in records])
+        log.end_run(SWEEP_KEY, "FINISHED")
     unsent = log.close(timeout_s=60)
     copy_records_or_note(paths)
     return FinishedSweep(test, failure, due, unsent)
@@ -264,6 +283,7 @@ def run(paths: SweepPaths, space: SweepSpace, data: Dataset, trials: int, plan: 
         if complete:
             _record_finalists(paths, space)
             test, failure = _one_look(paths, space, data, trials)
+            keep_looks(paths, tracking.log, failure)  # before anything else the sweep's end does
     finally:
         records = list(Ledger(paths.folder / LEDGER).records.values())
         _remove_snapshots(paths, records)

@@ -4,9 +4,15 @@
     the bars                            must all come after the last bar either version trained on, as the version
                                         recorded it at registration (FIRST_BAR_TAG, LAST_BAR_TAG): timestamps, never
                                         a file's path or name, so the same bars copied elsewhere are refused too
-    the comparison                      model/comparison.py: both models, HAR and persistence on the same samples
-    the record                          a run in the experiment `production`: params (versions, bars), metrics
-                                        (mse_challenger, mse_champion, mse_har, mse_persistence, n_scored), the bars as
+    the comparison                      model/comparison.py: both models, HAR and persistence on the same samples,
+                                        and a Diebold-Mariano test (model/diebold_mariano.py) of the challenger's
+                                        squared errors against the champion's and against HAR's
+    the verdict                         the challenger promoted when its loss is lower; with `alpha`, only when it is
+                                        lower and the test against the champion gives p < alpha (no champion: it is
+                                        promoted, there is none to beat)
+    the record                          a run in the experiment `production`: params (versions, bars, alpha), metrics
+                                        (mse_challenger, mse_champion, mse_har, mse_persistence, n_scored,
+                                        dm_stat_champion, dm_pvalue_champion, dm_stat_har, dm_pvalue_har), the bars as
                                         its evaluation dataset, a PNG of both forecasts against the target
 
 The writes come in an order that leaves the registry consistent wherever a crash stops them, the @champion alias
@@ -19,6 +25,7 @@ challenger, and never ends FINISHED before it says which.
 
 from __future__ import annotations
 
+import math
 import tempfile
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -29,6 +36,7 @@ import numpy as np
 
 from model.bars import Bars
 from model.comparison import Comparison, compare_forecasts
+from model.diebold_mariano import diebold_mariano
 from tuning.errors import UsageError
 from tuning.tracking.lineage import bars_input, dataset_input
 from tuning.tracking.registry import DEFAULT_EXPERIMENT, FIRST_BAR_TAG, LAST_BAR_TAG, bars_frame, mlflow_settings
@@ -51,12 +59,38 @@ class Contender:
 
 
 @dataclass(frozen=True)
+class Versus:
+    """The Diebold-Mariano test of the challenger's squared errors against a reference's, on the scored samples."""
+
+    stat: float  # < 0: the challenger's errors are the smaller; NaN where the test cannot be made
+    pvalue: float  # two-sided; NaN where the test cannot be made
+
+
+@dataclass(frozen=True)
 class Verdict:
     challenger: Contender
     champion: Contender | None
     comparison: Comparison
     promoted: bool
     run_id: str
+    versus: dict[str, Versus]  # CHAMPION (when there is one) and "har" -> the challenger tested against it
+    alpha: float | None = None  # the level the challenger had to beat the champion at (None: a lower loss is enough)
+
+
+def versus(comparison: Comparison, target: str, horizon: int) -> dict[str, Versus]:
+    """The challenger tested against the champion (when there is one) and HAR, on the scored samples; a target
+    `horizon` bars ahead overlaps the next horizon - 1 (a close target: none)."""
+    overlap = 1 if target == "close" else horizon
+    errors = {name: (f - comparison.target) ** 2 for name, f in comparison.forecasts.items()}  # each (n_scored,)
+    tests = {}
+    for reference in (CHAMPION, "har"):
+        if reference in errors:
+            try:
+                test = diebold_mariano(errors[CHALLENGER], errors[reference], overlap)
+                tests[reference] = Versus(test.stat, test.pvalue)
+            except ValueError:  # too few samples for the horizon, a non-finite error: the losses still stand
+                tests[reference] = Versus(math.nan, math.nan)
+    return tests
 
 
 def contenders(client: Any, name: str) -> tuple[Contender, Contender | None]:
@@ -105,9 +139,19 @@ def require_new_bars(bars: Bars, name: str, *versions: Contender | None) -> None
                              f"{_since(v.first_bar)}); promote on bars that came after the data of both models")
 
 
-def promote(store: TrackingStore, name: str, bars: Bars, experiment: str = DEFAULT_EXPERIMENT) -> Verdict:
+def check_alpha(alpha: float | None) -> None:
+    """UsageError unless `alpha` is None or a significance level, 0 < alpha < 1."""
+    if alpha is not None and not 0 < alpha < 1:  # NaN is not inside either
+        raise UsageError(f"--alpha {alpha:g}: a significance level must be between 0 and 1, both excluded; pass one "
+                         "such as 0.05")
+
+
+def promote(store: TrackingStore, name: str, bars: Bars, experiment: str = DEFAULT_EXPERIMENT,
+            alpha: float | None = None) -> Verdict:
     """Compare, record the comparison run, and move @champion to the challenger when it is better (or when
-    there is no champion); the writes in the order the module's docstring gives."""
+    there is no champion); with `alpha` (0 < alpha < 1), better means a lower loss with a Diebold-Mariano p-value
+    below alpha. The writes in the order the module's docstring gives."""
+    check_alpha(alpha)
     import mlflow
     from mlflow.entities import RunTag
 
@@ -126,22 +170,25 @@ def promote(store: TrackingStore, name: str, bars: Bars, experiment: str = DEFAU
         comparison = compare_forecasts(bars, challenger.target, challenger.horizon, forecasts)
     except ValueError as exc:
         raise UsageError(f"--data {bars.path}: {exc}; give more bars") from None
-    promoted = champion is None or comparison.losses[CHALLENGER] < comparison.losses[CHAMPION]
-    run_id = _record(store, client, name, experiment, bars, challenger, champion, comparison)  # (1)
+    tests = versus(comparison, challenger.target, challenger.horizon)
+    promoted = champion is None or (comparison.losses[CHALLENGER] < comparison.losses[CHAMPION] and (
+        alpha is None or tests[CHAMPION].pvalue < alpha))  # a NaN p-value is never below alpha
+    run_id = _record(store, client, name, experiment, bars, challenger, champion, comparison, tests, alpha)  # (1)
     try:
         if promoted:
             client.set_registered_model_alias(name, CHAMPION, challenger.version)  # (2)
         client.log_batch(run_id, tags=[RunTag(PROMOTED_TAG, str(promoted)),  # (3)
-                                       RunTag(NOTE_TAG, _verdict_line(name, challenger, champion, promoted))])
+                                       RunTag(NOTE_TAG, _verdict_line(name, challenger, champion, promoted,
+                                                                      comparison, tests, alpha))])
     except BaseException:
         client.set_terminated(run_id, "FAILED")  # still pending: the alias says whether it moved
         raise
     client.set_terminated(run_id, "FINISHED")  # (4)
-    return Verdict(challenger, champion, comparison, promoted, run_id)
+    return Verdict(challenger, champion, comparison, promoted, run_id, tests, alpha)
 
 
 def _record(store: TrackingStore, client: Any, name: str, experiment: str, bars: Bars, challenger: Contender,
-            champion: Contender | None, comparison: Comparison) -> str:
+            champion: Contender | None, comparison: Comparison, tests: dict[str, Versus], alpha: float | None) -> str:
     """The promote run, its verdict pending: params, metrics, the bars as its dataset, the forecasts' plot."""
     from mlflow.entities import Metric, Param
 
@@ -151,10 +198,13 @@ def _record(store: TrackingStore, client: Any, name: str, experiment: str, bars:
     run_id = run.info.run_id
     params = {"model": name, "challenger_version": challenger.version, "data": str(Path(bars.path).resolve()),
               "champion_version": champion.version if champion else "none", "n_har_fit": str(comparison.n_fit),
-              "target": challenger.target, "horizon": str(challenger.horizon)}
+              "target": challenger.target, "horizon": str(challenger.horizon),
+              "alpha": "none" if alpha is None else str(alpha)}
     now = int(datetime.now(timezone.utc).timestamp() * 1000)
     metrics = [Metric(f"mse_{k}", v, now, 0) for k, v in comparison.losses.items()]
     metrics.append(Metric("n_scored", float(len(comparison.scored)), now, 0))
+    metrics += [Metric(f"dm_{what}_{reference}", float(getattr(test, what)), now, 0)
+                for reference, test in tests.items() for what in ("stat", "pvalue")]
     try:
         client.log_batch(run_id, metrics=metrics, params=[Param(k, v) for k, v in params.items()])
         client.log_inputs(run_id, [dataset_input(bars_input(bars.path), "evaluation")])
@@ -167,16 +217,22 @@ def _record(store: TrackingStore, client: Any, name: str, experiment: str, bars:
     return run_id
 
 
-def _verdict_line(name: str, challenger: Contender, champion: Contender | None, promoted: bool) -> str:
+def _verdict_line(name: str, challenger: Contender, champion: Contender | None, promoted: bool,
+                  comparison: Comparison, tests: dict[str, Versus], alpha: float | None) -> str:
     if champion is None:
         return f"{name} version {challenger.version} is the champion: there was none"
+    beyond = "" if alpha is None else f" beyond noise (DM p={tests[CHAMPION].pvalue:.3g} < alpha {alpha:g})"
     if promoted:
-        return f"{name} version {challenger.version} (challenger) beat version {champion.version}: now the champion"
+        return (f"{name} version {challenger.version} (challenger) beat version {champion.version}{beyond}: now the "
+                "champion")
+    if alpha is not None and comparison.losses[CHALLENGER] < comparison.losses[CHAMPION]:
+        return (f"{name} version {champion.version} stays the champion: version {challenger.version}'s loss is lower, "
+                f"not beyond noise (DM p={tests[CHAMPION].pvalue:.3g}, not below alpha {alpha:g})")
     return f"{name} version {champion.version} stays the champion: version {challenger.version} did not beat it"
 
 
 def verdict_line(v: Verdict, name: str) -> str:
-    return _verdict_line(name, v.challenger, v.champion, v.promoted)
+    return _verdict_line(name, v.challenger, v.champion, v.promoted, v.comparison, v.versus, v.alpha)
 
 
 def _forecast_plot(bars: Bars, comparison: Comparison, name: str, path: Path) -> Path:

@@ -9,6 +9,7 @@
                                   once confirmed, the winner's look at the test segment (log_test_look):
                                   test_loss, test_baseline_har, test_baseline_persistence, test_baseline_mean,
                                   n_test, test_ratio_har, test_dm_stat_har, test_dm_pvalue_har,
+                                  test_dm_lags_har, test_dm_{stat,pvalue,lags}_wide_har,
                                   test_ratio_initial, test_dm_pvalue_initial, test_looks; tag
                                   mamba_tune.test_look (done | failed: <why>)
         run "<trial> lr .. wd .."  tag mlflow.parentRunId; params learning_rate, weight_decay,
@@ -131,17 +132,20 @@ def close_sweep(tracking: SweepTracking, records: list[TrialRecord], interrupted
 
 
 def log_test_look(log: TrackingLog, looks: list[dict[str, Any]], failure: str | None) -> None:
-    """The newest look at the test segment on the sweep's run, at step look - 1 (each look kept): test_loss,
-    test_baseline_*, n_test, test_ratio_har, test_dm_stat_har, test_dm_pvalue_har, test_ratio_initial,
-    test_dm_pvalue_initial, and test_looks (how many there were); the tag mamba_tune.test_look says `done` or
-    `failed: <why>` (a failed look is tried again by `resume`)."""
-    if looks:
-        look = looks[-1]
-        metrics = {f"test_{k}" if k.startswith("baseline_") else k: float(look[k]) for k in TEST_METRICS}
-        for reference, keys in (("har", ("ratio", "dm_stat", "dm_pvalue")), ("initial", ("ratio", "dm_pvalue"))):
+    """Every look at the test segment (test.json's, the first first) on the sweep's run, look k at step k - 1:
+    test_loss, test_baseline_*, n_test, test_ratio_har, test_dm_stat_har, test_dm_pvalue_har (and test_dm_lags_har,
+    test_dm_stat_wide_har, test_dm_pvalue_wide_har, test_dm_lags_wide_har: the wide statistic), test_ratio_initial,
+    test_dm_pvalue_initial, and test_looks (k: the newest says how many there are). A step the run holds is not
+    logged again, so logging them all on every `resume` costs nothing and leaves MLflow with each look of test.json
+    once. The tag mamba_tune.test_look says `done` or `failed: <why>` (a failed look is tried again by `resume`)."""
+    for number, look in enumerate(looks, start=1):
+        number = int(look.get("look", number))
+        metrics = {f"test_{k}" if k.startswith("baseline_") else k: float(look[k]) for k in TEST_METRICS if k in look}
+        for reference, keys in (("har", ("ratio", "dm_stat", "dm_pvalue", "dm_lags", "dm_stat_wide", "dm_pvalue_wide",
+                                          "dm_lags_wide")), ("initial", ("ratio", "dm_pvalue"))):
             versus = look.get(f"vs_{reference}") or {}
             metrics.update({f"test_{k}_{reference}": float(versus[k]) for k in keys if k in versus})
-        log.log_epoch(SWEEP_KEY, look.get("look", len(looks)) - 1, {**metrics, LOOKS_MARKER: float(len(looks))})
+        log.log_epoch(SWEEP_KEY, number - 1, {**metrics, LOOKS_MARKER: float(number)})
     log.set_tags(SWEEP_KEY, {LOOK_TAG: f"failed: {failure}" if failure else "done"})
 
 

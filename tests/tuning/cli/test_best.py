@@ -50,21 +50,46 @@ def test_best_unconfirmed_hands_over_the_best_finalist_so_far_marked_unconfirmed
     done = run_cli("best", "t", "--storage", storage, "--out", tmp_path / "best.yaml", "--unconfirmed",
                    "--register", "mt-unconfirmed", "--tracking-uri", uri)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "(runs 3/4 unconfirmed)" in done.stdout  # the finalists' board: its runs done / planned
+    assert "(runs 2/3 unconfirmed)" in done.stdout  # the finalists' board: its fresh runs done / planned
     text = (tmp_path / "best.yaml").read_text()
-    assert "# UNCONFIRMED: chosen by `best --unconfirmed` with 3 of its 4 runs scored" in text
+    assert "# UNCONFIRMED: chosen by `best --unconfirmed` with 2 of its 3 confirmation runs scored" in text
     tuned = yaml.safe_load(text)["tuned"]
     assert (tuned["trial"], tuned["unconfirmed"]) == (finalist["trial_id"], True)
     client = mlflow.MlflowClient(uri)
     version = client.get_model_version("mt-unconfirmed", "1")
     for tags in (version.tags, client.get_run(version.run_id).data.tags):
         assert tags["mamba_tune.confirmation"] == "unconfirmed"
+        assert tags["mamba_tune.test_look"] == "look 1 of 1"  # the sweep's look scored this finalist
 
     trained = run_cli("train", "--data", bars, "--config", tmp_path / "best.yaml", "--epochs", "1", "--out",
                       tmp_path / "prod", "--register", "mt-unconfirmed", "--tracking-uri", uri)
     assert trained.returncode == 0, trained.stderr[-3000:]
     assert f"warning: trial {finalist['trial_id']} is UNCONFIRMED" in trained.stderr
     assert client.get_model_version("mt-unconfirmed", "2").tags["mamba_tune.confirmation"] == "unconfirmed"
+
+
+def test_best_without_a_look_says_so_and_register_needs_no_look(finished_sweep, tmp_path):
+    storage, uri = copy_sweep(finished_sweep, tmp_path)
+    (storage / "t" / "test.json").unlink()  # a sweep whose driver was killed before its look
+    shown = run_cli("best", "t", "--storage", storage, "--out", tmp_path / "shown.yaml")
+    assert shown.returncode == 0, shown.stderr[-3000:]
+    assert f"take it with `mamba-tune resume t --storage {storage}`" in shown.stdout.splitlines()[-1]
+
+    register = ("--register", "mt-unjudged", "--tracking-uri", uri)
+    refused = run_cli("best", "t", "--storage", storage, "--out", tmp_path / "best.yaml", *register)
+    assert_one_line_error(refused, "sweep 't' has not looked at its test segment with trial ")
+    assert f"take the look with `mamba-tune resume t --storage {storage}`, or pass --no-look" in refused.stderr
+    alone = run_cli("best", "t", "--storage", storage, "--out", tmp_path / "best.yaml", "--no-look")
+    assert_one_line_error(alone, "--no-look says --register may ship a winner the sweep has not scored")
+    assert not (tmp_path / "best.yaml").exists() and mlflow.MlflowClient(uri).search_registered_models() == []
+
+    done = run_cli("best", "t", "--storage", storage, "--out", tmp_path / "best.yaml", *register, "--no-look")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "never scored on the test segment (--no-look)" in done.stdout
+    client = mlflow.MlflowClient(uri)
+    version = client.get_model_version("mt-unjudged", "1")
+    for tags in (version.tags, client.get_run(version.run_id).data.tags):
+        assert tags["mamba_tune.test_look"] == "none" and "mamba_tune.test_loss" not in tags
 
 
 def test_a_winner_is_registered_and_refitted_only_with_the_bars_it_was_tuned_on(finished_sweep, bars, tmp_path):

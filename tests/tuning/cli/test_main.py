@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from tests.cli import assert_one_line_error, run_cli
@@ -25,12 +27,33 @@ def test_cli_model_applies_overrides():
     [
         (["model", "--set", "headdim=48"], "error: model setting: headdim must divide expand*d_model, got headdim=48"),
         (["model", "--set", "d_modle=64"], "error: model setting: unknown model setting 'd_modle'; allowed: n_features"),
-        (["model", "--set", "d_model"], "error: --set 'd_model' is not KEY=VALUE, e.g. --set d_model=64"),
-        (["model", "--set", "dt_limit=[0, "], "error: --set 'dt_limit=[0, ': the value is not valid YAML"),
+        (["model", "--set", "d_model"], "error: a --set is not KEY=VALUE (its text is not repeated: it may be a "
+                                        "value), e.g. --set d_model=64"),
+        (["model", "--set", "dt_limit=[0, "], "error: --set dt_limit: the value is not valid YAML"),
         (["model", "--set", "A_init_range=3"], "error: model setting:"),
         (["frobnicate"], "error: argument command: invalid choice: 'frobnicate'"),
-        (["model", "--set", "backend=mamba_ssm"], "error: backend 'mamba_ssm' cannot run: importing mamba_ssm"),
+        (["model", "--set", "backend=mamba_ssm"], "error: backend <--set backend> cannot run: importing "),
     ],
 )
 def test_cli_bad_input_is_one_line_exit_2(args, match):
     assert_one_line_error(run_cli(*args), match.removeprefix("error: "))
+
+
+SECRET = "https://hooks.slack.com/services/T000/B000/" + "S3CR3TT0K3N"  # a webhook URL: a secret
+
+
+@pytest.mark.parametrize(("args", "match"), [
+    (["space", "show", "search_spaces/smoke.yaml", "--set", f"notify.webhook=ftp{SECRET[5:]}"],
+     r"^error: search_spaces/smoke\.yaml \(with --set notify\.webhook=\.\.\.\): notify\.webhook must be http or https"),
+    (["space", "show", "search_spaces/smoke.yaml", f"--set=run.model.d_model={SECRET}"],
+     r"^error: .* d_model must be a positive integer, got <--set run\.model\.d_model>$"),
+    (["model", "--set", f"backend={SECRET}"], r"^error: model setting: .*<--set backend>"),
+    (["space", "keys", "--notfy", SECRET], r"^error: unrecognized arguments: --notfy \(their values not repeated\)"),
+], ids=["webhook by --set", "a value where a number goes", "model --set", "a mistyped --notify"])
+def test_main_never_repeats_a_set_value_or_an_unknown_arguments_value_in_its_error(args, match, capsys):
+    from tuning.cli.main import main
+
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert re.match(match, err) and err.count("\n") == 1, err
+    assert "S3CR3TT0K3N" not in err

@@ -4,20 +4,25 @@ ends, fails or is interrupted; a webhook that is down costs one warning line, ne
 from __future__ import annotations
 
 import json
+import threading
+import time
 from types import SimpleNamespace
 
 import pytest
 
 from tests.cli import free_port, run_cli
 from tests.tuning.sweeps import copy_sweep
-from tests.tuning.webhook_server import Webhook
-from tuning.cli.sweep_notify import notified, notify_url
+from tests.tuning.webhook_server import HangingWebhook, Webhook
+from tuning.cli import sweep_notify
+from tuning.cli.sweep_notify import notified, notify_url, resume_notify_url
 from tuning.errors import UsageError
 from tuning.search.ledger import Ledger, TrialRecord
 from tuning.search.notify_config import NotifyConfig
+from tuning.sweep.notification import DEADLINE_S
 from tuning.sweep_files import LEDGER, TEST_LOOK, sweep_paths
 
 HINT = "mamba-tune resume t --storage S"
+WEBHOOK_BASE = "https://hooks.slack.com/services/T000/B000"
 
 
 def unreachable_client():
@@ -125,6 +130,26 @@ def test_resume_notify_tells_the_webhook_the_sweeps_end_and_verdict(finished_swe
     assert "SECRETTOKEN" not in done.stdout + done.stderr
 
 
+@pytest.mark.integration
+def test_resume_of_a_sweep_whose_json_kept_its_webhook_tells_it_once_and_drops_it(finished_sweep, tmp_path, webhook):
+    storage, _ = copy_sweep(finished_sweep, tmp_path)
+    kept = storage / "t" / "sweep.json"
+    older = json.loads(kept.read_text())
+    kept.write_text(json.dumps({**older, "space": {**older["space"], "notify": {"webhook": webhook.url}}}))
+
+    first = run_cli("resume", "t", "--storage", storage)  # as earlier versions did, without --notify
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert [body["status"] for body in bodies(webhook)] == ["ended"]
+    assert f"this resume notifies {webhook.host}; later resumes notify with --notify URL or MAMBA_TUNE_WEBHOOK" \
+        in first.stderr
+    manifest = json.loads(kept.read_text())
+    assert "SECRETTOKEN" not in kept.read_text() + first.stdout + first.stderr and manifest["webhook_set"] is True
+
+    again = run_cli("resume", "t", "--storage", storage)
+    assert again.returncode == 0 and len(webhook.received) == 1, again.stderr[-3000:]
+    assert "warning: sweep t was started with a webhook, whose URL (a secret) is kept in no file" in again.stderr
+
+
 def test_sweep_refuses_a_bad_notify_in_one_line_before_ray_starts(tmp_path):
     from tests.cli import assert_one_line_error
     from tests.tuning.sweeps import write_space
@@ -134,3 +159,85 @@ def test_sweep_refuses_a_bad_notify_in_one_line_before_ray_starts(tmp_path):
                    "--notify", "ftp://files.example/SECRETTOKEN")
     assert_one_line_error(done, "--notify: webhook must be http or https")
     assert "SECRETTOKEN" not in done.stderr
+
+
+def test_notify_url_takes_the_flag_then_the_environment_then_the_space():
+    space = SimpleNamespace(notify=NotifyConfig("https://hooks.slack.com/services/T/B/SPACE"))
+    env = {"MAMBA_TUNE_WEBHOOK": "https://hooks.slack.com/services/T/B/ENV"}
+    assert notify_url("http://127.0.0.1:9/flag", space, env) == "http://127.0.0.1:9/flag"
+    assert notify_url(None, space, env) == "https://hooks.slack.com/services/T/B/ENV"
+    assert notify_url(None, space, {"MAMBA_TUNE_WEBHOOK": ""}) == "https://hooks.slack.com/services/T/B/SPACE"
+
+
+def test_notify_url_refuses_a_bad_webhook_in_the_environment_by_its_name_without_repeating_it():
+    with pytest.raises(UsageError, match=r"^MAMBA_TUNE_WEBHOOK: webhook holds a user:password@ before its host") \
+            as refused:
+        notify_url(None, SimpleNamespace(notify=None), {"MAMBA_TUNE_WEBHOOK": "https://bot:pa/SECRET@hooks.example/x"})
+    assert "SECRET" not in str(refused.value)
+
+
+def manifest_of(legacy: str | None = None, webhook_set: bool = False) -> SimpleNamespace:
+    return SimpleNamespace(name="t", legacy_webhook=legacy, webhook_set=webhook_set or legacy is not None)
+
+
+def test_resume_notify_url_tells_an_older_sweeps_kept_webhook_once_and_says_it_is_dropped(capsys):
+    assert resume_notify_url(None, manifest_of(f"{WEBHOOK_BASE}/SECRETTOKEN"), {}) == f"{WEBHOOK_BASE}/SECRETTOKEN"
+    err = capsys.readouterr().err
+    assert err.startswith("note: sweep t's sweep.json held its webhook URL") and err.count("\n") == 1
+    assert "dropped from sweep.json and its storage copy; this resume notifies hooks.slack.com;" in err
+    assert "SECRETTOKEN" not in err
+    assert resume_notify_url("http://127.0.0.1:9/flag", manifest_of(f"{WEBHOOK_BASE}/X"), {}) == \
+        "http://127.0.0.1:9/flag"  # the flag over the kept URL, which is dropped all the same
+    assert "this resume notifies 127.0.0.1:9;" in capsys.readouterr().err
+
+
+def test_resume_notify_url_warns_a_sweep_started_with_a_webhook_that_none_is_given_now(capsys):
+    assert resume_notify_url(None, manifest_of(webhook_set=True), {}) is None
+    err = capsys.readouterr().err
+    assert err.startswith("warning: sweep t was started with a webhook, whose URL (a secret) is kept in no file; this "
+                          "resume notifies none: give --notify URL or set MAMBA_TUNE_WEBHOOK") and err.count("\n") == 1
+    env = {"MAMBA_TUNE_WEBHOOK": "http://127.0.0.1:9/env"}
+    assert resume_notify_url(None, manifest_of(webhook_set=True), env) == "http://127.0.0.1:9/env"
+    assert resume_notify_url(None, manifest_of(), {}) is None and capsys.readouterr().err == ""
+
+
+class HangingStore:
+    """A tracking server that accepts and never answers: its client's calls wait until the test ends."""
+
+    uri, embedded = "http://mlflow.example:5000", False
+
+    def __init__(self) -> None:
+        self.released = threading.Event()
+
+    def client(self):
+        self.released.wait(120)
+        raise ConnectionError("no answer")
+
+
+def test_notified_bounds_the_mlflow_lookup_when_the_store_hangs(webhook, paths, monkeypatch):
+    monkeypatch.setattr(sweep_notify, "LOOKUP_S", 1.0)
+    store = HangingStore()
+    try:
+        start = time.monotonic()
+        assert notified(webhook.url, lambda: 0, paths, 3, store, "sweep-id", HINT) == 0
+        assert time.monotonic() - start < 10
+    finally:
+        store.released.set()
+    (body,) = bodies(webhook)
+    assert body["status"] == "ended" and body["mlflow"] == {"uri": store.uri, "run_id": None, "link": None}
+
+
+@pytest.mark.faults
+def test_notified_ends_by_its_bounds_when_both_the_store_and_the_webhook_hang(paths, capsys):
+    store, webhook = HangingStore(), HangingWebhook("trickle")
+    try:
+        start = time.monotonic()
+        assert notified(webhook.url, lambda: 0, paths, 3, store, "sweep-id", HINT) == 0
+        took = time.monotonic() - start
+    finally:
+        store.released.set()
+        webhook.stop()
+    assert took < sweep_notify.LOOKUP_S + DEADLINE_S + 10  # 20 s of bounds and the slack of a shared machine
+    err = capsys.readouterr().err
+    assert err.startswith("warning: notification to 127.0.0.1:") and "no answer within 10 s" in err
+    assert "SECRETTOKEN" not in err

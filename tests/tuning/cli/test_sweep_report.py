@@ -30,3 +30,17 @@ def test_the_untuned_configuration_on_other_data_settings_is_compared_on_the_sam
                                                         "dm_stat": -1.0, "dm_pvalue": 0.3, "n_test": 100}}, tmp_path)
     assert line.startswith("test segment: winner 0.600 vs the untuned configuration 0.800 (-25.0%, DM p=0.30)")
     assert "(on the 100 test samples both forecast, each on its own data settings)" in line
+
+
+def test_print_test_look_counts_the_looks_train_took_apart(capsys, tmp_path):
+    """A look `train --look` added to test.json counts, and the sweep's report says whose it was."""
+    import json
+
+    from tuning.sweep_files import latest_look
+
+    by_train = {**LOOK, "look": 2, "by": "train", "out": "/runs/prod", "test_loss": 0.4}
+    (tmp_path / "test.json").write_text(json.dumps([{**LOOK, "look": 1}, by_train]))
+    sweeps = latest_look(tmp_path, "w1")
+    assert sweeps["look"] == 1  # the sweep's own look at its trial, not the retrained model's
+    print_test_look(sweeps, tmp_path)
+    assert "(look 1 of 2: 1 by `train --look`)" in capsys.readouterr().out

@@ -77,10 +77,10 @@ def test_cli_train_overrides_apply_and_are_validated(workspace):
     ("extra", "config_text", "match"),
     [
         (["--lr", "-1"], None, "train: lr must be in (0, 1), got -1.0"),
-        (["--set", "train.lr=-1"], None, "{config} (with --set train.lr=-1): train: lr must be in (0, 1), got -1"),
-        (["--set", "model.d_modle=32"], None, "{config} (with --set model.d_modle=32): model: unknown model "
+        (["--set", "train.lr=-1"], None, "{config} (with --set train.lr=...): train: lr must be in (0, 1), got -1"),
+        (["--set", "model.d_modle=32"], None, "{config} (with --set model.d_modle=...): model: unknown model "
          "setting 'd_modle'; allowed:"),
-        (["--set", "train"], None, "--set 'train' is not KEY=VALUE with a dotted key"),
+        (["--set", "train"], None, "--set number 1 has no '=', so it is not KEY=VALUE"),
         (["--batch-size", "0"], None, "train: batch_size must be a positive integer, got 0"),
         ([], "data: {window: 32\n", "{config}: invalid YAML at line 2"),
         ([], "model: {d_modle: 32}\n", "{config}: model: unknown model setting 'd_modle'; allowed:"),
@@ -97,6 +97,9 @@ def test_cli_train_overrides_apply_and_are_validated(workspace):
         ([], "data: {window: 16, vol_lookbacks: [1, 4], leverage_lookbacks: [1, 5, 22]}\n",
          "{config}: data: leverage_lookbacks: a lookback of 22 bars is longer than the window of 16 bars"),
         ([], "data: {residual_to: persistence}\n", "{config}: data: residual_to must be one of har, none"),
+        ([], "data: {window: 64, align_window: 32}\n",
+         "{config}: data: align_window 32 is shorter than the window of 64 bars, and samples aligned to it would not "
+         "leave the window room; use an align_window of at least 64, or remove it"),
     ],
 )
 def test_cli_train_bad_input_is_one_line_exit_2(workspace, tmp_path, extra, config_text, match):
@@ -184,33 +187,115 @@ def test_cli_train_cuda_without_a_gpu_is_refused_before_any_work(workspace, tmp_
     assert not out.exists()
 
 
-def test_cli_train_refit_trains_training_and_validation_for_the_best_epoch_count(workspace):
-    """A sweep's best.yaml names its trial's best epoch (`tuned:`); --refit trains that many epochs on the training
-    and validation segments together, ships the last epoch as best.pt and scores it on the test segment."""
-    best = {**SMALL, "train": {**SMALL["train"], "epochs": 4},
-            "tuned": {"sweep": "t", "trial": "abc123", "best_epoch": 2, "best_val_loss": 0.5}}
-    (workspace / "best.yaml").write_text(yaml.safe_dump(best))
+TINY = {"data": {"window": 32, "horizon": 6},
+        "model": {"d_model": 16, "n_layers": 1, "d_state": 16, "headdim": 16, "chunk_size": 16},
+        "train": {"epochs": 4, "batch_size": 128, "lr": 0.003, "warmup_fraction": 0.3}}  # a schedule of 4 epochs
+
+
+def winner_yaml(folder, **tuned) -> object:
+    """best.yaml of trial abc123 of sweep t, TINY's schedule, best at epoch 2; `tuned` over its tuned: section."""
+    path = folder / f"best-{len(list(folder.glob('best-*.yaml')))}.yaml"
+    path.write_text(yaml.safe_dump({**TINY, "tuned": {"sweep": "t", "trial": "abc123", "best_epoch": 2,
+                                                      "best_val_loss": 0.5, **tuned}}))
+    return path
+
+
+def test_cli_train_refit_and_winner_follow_the_trial_schedule_and_stop_at_its_best_epoch(workspace):
+    """The selected trial trained TINY's 4-epoch warmup and cosine and was best at epoch 2: `train --config best.yaml`
+    and `--refit` (on the training and validation segments together: more steps an epoch) train under that schedule,
+    with the trial's learning rate at the end of every epoch, and stop after epoch 2; the refit ships its last epoch."""
+    bars = workspace / "bars.parquet"
+    (workspace / "tiny.yaml").write_text(yaml.safe_dump(TINY))
+    trial = run_cli("train", "--data", bars, "--config", workspace / "tiny.yaml", "--out", workspace / "trial")
+    assert trial.returncode == 0, trial.stderr
+    best = winner_yaml(workspace)
     out = workspace / "refit"
-    done = run_cli("train", "--data", workspace / "bars.parquet", "--config", workspace / "best.yaml", "--out", out,
-                   "--refit")
+    done = run_cli("train", "--data", bars, "--config", best, "--out", out, "--refit")
     assert done.returncode == 0, done.stderr
-    assert "refit: training on the training and validation segments together for 2 epochs (the best epoch count " \
-           "of trial abc123)" in done.stdout
-    plain = run_cli("train", "--data", workspace / "bars.parquet", "--config", workspace / "small.yaml", "--out",
-                    workspace / "plain-for-refit")
+    assert "refit: training on the training and validation segments together under trial abc123's schedule (4 " \
+           "epochs' warmup and cosine), stopped at its best epoch, 2" in done.stdout
+    winner = run_cli("train", "--data", bars, "--config", best, "--out", workspace / "winner")
+    assert winner.returncode == 0, winner.stderr
     n_train = {name: int(text.split("data: ")[1].split(" bars, ")[1].split(" training")[0].replace(",", ""))
-               for name, text in (("refit", done.stdout), ("plain", plain.stdout))}
-    n_val = int(plain.stdout.split(" training, ")[1].split(" validation")[0].replace(",", ""))
-    assert n_train["refit"] > n_train["plain"] + n_val  # the validation samples and the gap before them joined
-    metrics = json.loads((out / "metrics.json").read_text())
-    assert [m["epoch"] for m in metrics] == [0, 1, 2]  # the best epoch count, not the schedule's 4
+               for name, text in (("refit", done.stdout), ("trial", trial.stdout))}
+    n_val = int(trial.stdout.split(" training, ")[1].split(" validation")[0].replace(",", ""))
+    assert n_train["refit"] > n_train["trial"] + n_val  # the validation samples and the gap before them joined
+    trial_lr = [m["lr"] for m in json.loads((workspace / "trial" / "metrics.json").read_text())]
+    for run in ("refit", "winner"):
+        metrics = json.loads((workspace / run / "metrics.json").read_text())
+        assert [m["epoch"] for m in metrics] == [0, 1, 2], run  # stopped at the best epoch, not the schedule's 4
+        torch.testing.assert_close(torch.tensor([m["lr"] for m in metrics], dtype=torch.float64),
+                                   torch.tensor(trial_lr[:3], dtype=torch.float64))
     best_pt, last_pt = (torch.load(out / name, weights_only=True) for name in ("best.pt", "last.pt"))
     assert best_pt["epoch"] == 2 and all(torch.equal(best_pt["model"][k], v) for k, v in last_pt["model"].items())
-    assert set(json.loads((out / "test.json").read_text())) >= {"test_loss", "baseline_har"}
-    saved = TrainingRecipe.from_yaml(out / "config.yaml")  # a resume of it is a refit again
-    assert saved.tuned.refit and saved.train.epochs == 2
-    resumed = run_cli("train", "--data", workspace / "bars.parquet", "--out", out, "--resume")
+    saved = TrainingRecipe.from_yaml(out / "config.yaml")  # a resume of it is a refit again, on the same schedule
+    assert saved.tuned.refit and saved.train.epochs == 4 and saved.tuned.last_epoch == 2
+    resumed = run_cli("train", "--data", bars, "--out", out, "--resume")
     assert resumed.returncode == 0 and "refit: training on the training and validation segments" in resumed.stdout
-    assert_one_line_error(run_cli("train", "--data", workspace / "bars.parquet", "--config", workspace / "small.yaml",
+    assert [m["epoch"] for m in json.loads((out / "metrics.json").read_text())] == [0, 1, 2]
+    assert_one_line_error(run_cli("train", "--data", bars, "--config", workspace / "small.yaml",
                                   "--out", workspace / "no-refit", "--refit"),
-                          "--refit trains a sweep's winner for its best epoch count")
+                          "--refit trains a sweep's winner up to its best epoch")
+
+
+@pytest.mark.parametrize(("extra", "match"), [
+    (["--epochs", "5"], "--epochs 5 is past the end of its schedule (train.epochs 4)"),
+    (["--epochs", "0"], "--epochs 0: the epoch a sweep's winner stops at must be 1 to its schedule's 4"),
+    (["--set", "train.epochs=1"], "trial abc123's best epoch, 2, is past the end of its schedule (train.epochs 1)"),
+])
+def test_cli_train_winner_stop_past_its_schedule_is_one_line_exit_2(workspace, tmp_path, extra, match):
+    out = tmp_path / "out"
+    assert_one_line_error(run_cli("train", "--data", workspace / "bars.parquet", "--config", winner_yaml(tmp_path),
+                                  "--out", out, *extra), match)
+    assert not out.exists()
+
+
+def test_cli_train_winner_on_its_sweep_bars_scores_the_test_segment_only_as_a_counted_look(workspace, tmp_path):
+    """On the bars its sweep ran on, a winner's run scores the test segment only with --look, which adds a look to
+    the sweep's test.json (by train, never taken for the sweep's own) and says `look k of n`; without it, no test
+    figures and the command that takes them."""
+    from tuning.bars_file import sha256_of
+    from tuning.sweep_files import latest_look
+
+    bars = workspace / "bars.parquet"
+    sweep = tmp_path / "sweeps" / "t"
+    sweep.mkdir(parents=True)
+    (sweep / "sweep.json").write_text("{}")
+    first = {"look": 1, "time": "2026-01-01T00:00:00+00:00", "trials": 8, "trial_id": "abc123", "best_epoch": 2,
+             "test_loss": 0.5, "baseline_har": 0.6, "baseline_persistence": 0.9, "baseline_mean": 1.0, "n_test": 113}
+    (sweep / "test.json").write_text(json.dumps([first]))
+    best = winner_yaml(tmp_path, data_sha256=sha256_of(bars))
+    out = tmp_path / "winner"
+    done = run_cli("train", "--data", bars, "--config", best, "--out", out, "--epochs", "1")
+    assert done.returncode == 0, done.stderr
+    assert "test           not scored: the test segment of these bars is the one sweep t held out" in done.stdout
+    assert f"take it with: mamba-tune train --data {bars} --out {out} --resume --look" in done.stdout
+    assert not (out / "test.json").exists() and json.loads((sweep / "test.json").read_text()) == [first]
+    looked = run_cli("train", "--data", bars, "--out", out, "--resume", "--look", "--storage", tmp_path / "sweeps")
+    assert looked.returncode == 0, looked.stderr
+    assert "look 2 of 2 at the test segment of sweep t: test loss " in looked.stdout
+    assert "test segment: winner " in looked.stdout and " vs HAR " in looked.stdout
+    looks = json.loads((sweep / "test.json").read_text())
+    assert looks[0] == first and (looks[1]["look"], looks[1]["by"], looks[1]["trial_id"]) == (2, "train", "abc123")
+    assert looks[1]["out"] == str(out.resolve()) and looks[1]["n_test"] == 113
+    assert {"dm_stat", "dm_pvalue", "ratio"} <= set(looks[1]["vs_har"])
+    assert json.loads((out / "test.json").read_text()) == looks[1]
+    assert latest_look(sweep, "abc123") == first  # the sweep's own look is still the one of its trial
+
+
+def test_cli_train_look_without_a_sweep_test_segment_to_count_it_is_one_line_exit_2(workspace, tmp_path):
+    bars = workspace / "bars.parquet"
+    cases = [
+        (["--config", workspace / "small.yaml", "--look"], "--look counts a look at the test segment a sweep held "
+         "out, and the configuration is no sweep's winner (no tuned: section); drop --look"),
+        (["--config", winner_yaml(tmp_path, data_sha256="0" * 64), "--look"], f"--look counts a look at the test "
+         f"segment a sweep held out, and {bars} is not the file sweep t ran on"),
+        (["--config", winner_yaml(tmp_path), "--look", "--storage", tmp_path / "none"],
+         f"--look adds a look to sweep t's test.json, and {tmp_path / 'none' / 't'} holds no sweep (no sweep.json)"),
+        (["--config", winner_yaml(tmp_path), "--storage", tmp_path], "--storage says where the sweep of --look lives, "
+         "and --look is not given"),
+    ]
+    for extra, match in cases:
+        out = tmp_path / "out"
+        assert_one_line_error(run_cli("train", "--data", bars, "--out", out, *extra), match)
+        assert not out.exists()

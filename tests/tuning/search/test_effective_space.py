@@ -61,3 +61,10 @@ def test_effective_yaml_writes_short_lists_on_one_line_under_a_header_naming_the
     text = effective_yaml(load_space(ROOT / "search_spaces" / "smoke.yaml"), "search_spaces/smoke.yaml")
     assert text.startswith("# The search space search_spaces/smoke.yaml\n")
     assert "    choices: [64, 128]\n" in text and "mamba-tune sweep --data BARS.parquet --space THIS.yaml" in text
+
+
+def test_effective_values_show_a_webhook_by_its_host_alone():
+    space = parse_space({**read_yaml(ROOT / "search_spaces" / "smoke.yaml", "space"),
+                         "notify": {"webhook": "https://hooks.slack.com/services/T/B/" + "S3CR3T"}}, "s.yaml")
+    shown = effective_yaml(space, "s.yaml")
+    assert "S3CR3T" not in shown and "<not shown: a secret, to hooks.slack.com>" in shown

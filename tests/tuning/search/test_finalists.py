@@ -6,6 +6,7 @@ import math
 import statistics
 
 import pytest
+import torch
 
 from tuning.search.finalists import (
     ConfirmConfig,
@@ -50,10 +51,34 @@ def test_the_winner_has_the_lowest_mean_not_the_lowest_single_loss():
             record("c1", 0.46, stage="confirm", seed=1, finalist="c"),
             record("c2", 0.44, stage="confirm", seed=2, finalist="c")]
     scores = finalist_scores(SEARCH + runs, confirm, 0)
-    assert [(s.record.trial_id, s.n, s.planned) for s in scores] == [("c", 3, 3), ("b", 3, 3)]
-    assert scores[0].mean == pytest.approx(0.45) and scores[0].std == pytest.approx(statistics.stdev([0.45, 0.46, 0.44]))
+    assert [(s.record.trial_id, s.n, s.planned) for s in scores] == [("c", 2, 2), ("b", 2, 2)]
+    torch.testing.assert_close(scores[0].mean, 0.45)
+    torch.testing.assert_close(scores[0].std, statistics.stdev([0.46, 0.44]))
     assert winner(SEARCH + runs, confirm, 0).trial_id == "c"  # b had the best single loss, 0.40
     assert winner(SEARCH + runs, None, 0).trial_id == "b"
+
+
+def test_a_finalists_mean_averages_its_fresh_runs_only_its_search_loss_beside_it():
+    # b's search loss, 0.40, is the minimum that made it a finalist: averaged in, it would win (0.453 < 0.457).
+    runs = [record("b1", 0.48, stage="confirm", seed=1, finalist="b"),
+            record("b2", 0.48, stage="confirm", seed=2, finalist="b"),
+            record("c1", 0.46, stage="confirm", seed=1, finalist="c"),
+            record("c2", 0.46, stage="confirm", seed=2, finalist="c")]
+    confirm = ConfirmConfig(top_k=2, seeds=(1, 2))
+    scores = finalist_scores(SEARCH + runs, confirm, 0)
+    assert [(s.record.trial_id, s.losses, s.n, s.planned) for s in scores] == [("c", (0.46, 0.46), 2, 2),
+                                                                               ("b", (0.48, 0.48), 2, 2)]
+    torch.testing.assert_close([s.mean for s in scores], [0.46, 0.48])
+    torch.testing.assert_close([s.search_loss for s in scores], [0.45, 0.40])
+    assert winner(SEARCH + runs, confirm, 0).trial_id == "c"
+
+
+def test_a_finalist_with_no_fresh_result_yet_has_no_mean_and_ranks_last():
+    scores = finalist_scores(SEARCH + [record("c1", 0.46, stage="confirm", seed=1, finalist="c")],
+                             ConfirmConfig(top_k=2, seeds=(1,)), 0)
+    assert [(s.record.trial_id, s.n, s.complete) for s in scores] == [("c", 1, True), ("b", 0, False)]
+    assert math.isnan(scores[1].mean) and math.isnan(scores[1].std)
+    assert winner(SEARCH, ConfirmConfig(top_k=2, seeds=(1,)), 0, unconfirmed=True).trial_id == "b"  # none has one
 
 
 CONFIRM = ConfirmConfig(top_k=2, seeds=(1, 2))
@@ -74,9 +99,9 @@ def test_winner_refuses_a_confirmation_with_a_run_missing():
 
 
 def test_winner_unconfirmed_ranks_by_the_results_there_are():
-    assert winner(SEARCH + PARTIAL, CONFIRM, 0, unconfirmed=True).trial_id == "b"  # (0.40 + 0.41) / 2
+    assert winner(SEARCH + PARTIAL, CONFIRM, 0, unconfirmed=True).trial_id == "b"  # its one fresh run, 0.41
     assert winner(SEARCH + PARTIAL + [record("b2", 0.62, stage="confirm", seed=2, finalist="b")],
-                  CONFIRM, 0).trial_id == "c"  # complete: c's mean 0.45 beats b's 0.477
+                  CONFIRM, 0).trial_id == "c"  # complete: c's mean 0.45 beats b's 0.515
 
 
 def test_a_failed_confirmation_run_is_no_result_and_is_pending_again():
@@ -84,7 +109,7 @@ def test_a_failed_confirmation_run_is_no_result_and_is_pending_again():
     records = SEARCH + PARTIAL + [failed]
     assert [(r.finalist, r.seed, r.fold) for r in pending_runs(records, CONFIRM, 0)] == [("b", 2, 1)]
     (b,) = [s for s in finalist_scores(records, CONFIRM, 0) if s.record.trial_id == "b"]
-    assert (b.n, b.planned, b.complete, b.missing) == (2, 3, False, 1)  # its 0.30 counts for nothing
+    assert (b.n, b.planned, b.complete, b.missing) == (1, 2, False, 1)  # its 0.30 counts for nothing
     with pytest.raises(Unconfirmed):
         winner(records, CONFIRM, 0)
     rerun = record("b2-again", 0.62, stage="confirm", seed=2, finalist="b")
@@ -111,6 +136,7 @@ def test_a_finalist_whose_run_diverged_scores_inf():
 
 def test_winner_without_confirmation_runs_to_plan_is_the_search_best():
     assert winner(SEARCH, ConfirmConfig(top_k=2), 0).trial_id == "b"  # no seeds, one fold: nothing to confirm
+    assert finalist_scores(SEARCH, ConfirmConfig(top_k=2), 0) == []  # no fresh run: no confirmed score
 
 
 @pytest.mark.parametrize(

@@ -56,3 +56,15 @@ def test_parse_notify_refuses_a_webhook_that_is_no_string_or_has_no_host():
         parse_notify({"webhook": "https:///path/only"}, "s.yaml")
     with pytest.raises(ConfigError, match=r"notify.webhook is not a URL"):
         parse_notify({"webhook": "https://hooks.example:port/x"}, "s.yaml")
+
+
+def test_parse_notify_refuses_a_password_with_a_slash_that_urllib_reads_as_a_port():
+    with pytest.raises(ConfigError, match=r"notify.webhook holds a user:password@ before its host") as refused:
+        parse_notify({"webhook": "https://bot:hun/ter2@hooks.example/x"}, "s.yaml")
+    assert "ter2" not in str(refused.value)
+
+
+def test_parse_notify_names_no_scheme_that_could_be_a_secret():
+    with pytest.raises(ConfigError, match=r"notify.webhook must be http or https, got 'another scheme'") as refused:
+        parse_notify({"webhook": "xoxb-1234567890-SECRET:hooks.example/x"}, "s.yaml")
+    assert "secret" not in str(refused.value).lower()

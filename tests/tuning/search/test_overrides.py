@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tuning.errors import UsageError
-from tuning.search.overrides import described, parse_sets, value_of, with_sets
+from tuning.search.overrides import described, hide_set_values, parse_sets, value_of, with_sets
 
 
 @pytest.mark.parametrize(("text", "value"), [("20", 20), ("3e-3", 0.003), ("-1.5", -1.5), ("true", True),
@@ -28,17 +28,55 @@ def test_with_sets_sets_dotted_keys_over_the_files_values_and_leaves_them_unchan
 
 
 @pytest.mark.parametrize(("pairs", "match"), [
-    (["scheduler.max_epochs"], r"--set 'scheduler.max_epochs' is not KEY=VALUE with a dotted key"),
-    (["scheduler..max_epochs=3"], r"--set 'scheduler..max_epochs=3' is not KEY=VALUE"),
-    (["trials.count=3"], r"--set trials.count: trials is a setting \(8\), not a section of settings; set it whole"),
+    (["scheduler.max_epochs"], r"^--set number 1 has no '=', so it is not KEY=VALUE \(its text is not repeated"),
+    (["scheduler..max_epochs=3"], r"^--set scheduler\.\.max_epochs=\.\.\. is not KEY=VALUE with a dotted key"),
+    (["trials.count=3"], r"^--set trials\.count: trials is a setting, not a section of settings; set it whole"),
 ])
 def test_with_sets_refuses_what_cannot_be_set_in_one_line(pairs, match):
     with pytest.raises(UsageError, match=match):
         with_sets({"trials": 8}, parse_sets(pairs))
 
 
+SECRET = "https://hooks.slack.com/services/T000/B000/" + "S3CR3TT0K3N"  # a webhook URL: a secret
+
+
+def test_parse_sets_never_repeats_a_value_given_without_its_key():
+    with pytest.raises(UsageError, match=r"^--set number 2 has no '='") as refused:
+        parse_sets(["trials=3", SECRET])
+    assert "S3CR3TT0K3N" not in str(refused.value)
+
+
+def test_parse_sets_names_a_key_of_empty_names_without_its_value():
+    with pytest.raises(UsageError, match=r"^--set notify\.\.webhook=\.\.\. is not KEY=VALUE") as refused:
+        parse_sets([f"notify..webhook={SECRET}"])
+    assert "S3CR3TT0K3N" not in str(refused.value)
+
+
+def test_with_sets_never_repeats_the_value_of_a_setting_it_cannot_cross():
+    with pytest.raises(UsageError, match=r"^--set notify\.webhook\.x: notify\.webhook is a setting, not a "
+                                         r"section") as refused:
+        with_sets({}, parse_sets([f"notify.webhook={SECRET}", "notify.webhook.x=1"]))
+    assert "S3CR3TT0K3N" not in str(refused.value)
+
+
+@pytest.mark.parametrize(("pair", "message", "shown"), [
+    (f"notify.webhook={SECRET}", f"notify.webhook must be http, got '{SECRET}'; fix",
+     "notify.webhook must be http, got <--set notify.webhook>; fix"),
+    (f"a.b={SECRET}", f"a.b: {SECRET} is no number", "a.b: <--set a.b> is no number"),
+    (f"a.b=[{SECRET}, 1]", f"got ['{SECRET}', 1]", "got <--set a.b>"),
+    (f"a.b={{url: {SECRET}}}", f"got url={SECRET}", "got url=<--set a.b>"),
+    ("run.train.precision=bf17", "precision must be fp32 or bf16, got 'bf17'",
+     "precision must be fp32 or bf16, got <--set run.train.precision>"),
+    ("scheduler.max_epochs=0", "max_epochs must be a positive integer, got 0, grace_period 20",
+     "max_epochs must be a positive integer, got 0, grace_period 20"),
+    ("a.b=ok", "a.b got 'ok', ok", "a.b got <--set a.b>, ok"),
+], ids=["quoted", "bare", "in a list", "in a mapping", "enum", "a short number", "a short word"])
+def test_hide_set_values_takes_a_value_out_where_it_stands_quoted_or_long(pair, message, shown):
+    assert hide_set_values(message, [pair]) == shown
+
+
 def test_described_names_the_file_and_its_sets():
-    assert described("smoke.yaml", ["a=1", "b.c=2"]) == "smoke.yaml (with --set a=1 --set b.c=2)"
+    assert described("smoke.yaml", ["a=1", "b.c=2"]) == "smoke.yaml (with --set a=... --set b.c=...)"
     assert described("smoke.yaml", []) == "smoke.yaml"
 
 

@@ -36,6 +36,16 @@ def test_recipe_unreadable_file_says_so(tmp_path):
         TrainingRecipe.from_yaml(tmp_path / "missing.yaml")
 
 
+def test_recipe_tuned_stop_epoch_is_where_train_stops_and_is_checked():
+    """A winner's run stops at its best epoch, or at the stop_epoch `train --epochs` recorded; kept only when set."""
+    tuned = {"sweep": "t", "trial": "abc", "best_epoch": 17, "best_val_loss": 0.25, "refit": False}
+    assert TrainingRecipe.from_dict({"tuned": tuned}).tuned.last_epoch == 17
+    stopped = TrainingRecipe.from_dict({"tuned": {**tuned, "stop_epoch": 3}})
+    assert stopped.tuned.last_epoch == 3 and stopped.to_dict()["tuned"] == {**tuned, "stop_epoch": 3}
+    with pytest.raises(ConfigError, match="config: tuned: stop_epoch must be a positive integer, got 0"):
+        TrainingRecipe.from_dict({"tuned": {**tuned, "stop_epoch": 0}})
+
+
 def test_recipe_tuned_section_round_trips_and_is_checked(tmp_path):
     tuned = {"sweep": "t", "trial": "abc", "best_epoch": 17, "best_val_loss": 0.25, "refit": False}
     config = TrainingRecipe.from_dict({"train": {"epochs": 50}, "tuned": tuned})

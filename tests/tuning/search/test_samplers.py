@@ -56,6 +56,34 @@ def test_a_grid_with_trials_unset_runs_every_combination_once(tmp_path):
     assert all(t.state.name == "COMPLETE" for t in searcher._ot_study.trials)
 
 
+SQUARE = {"model.d_model": {"choices": [32, 64]}, "data.window": {"choices": [16, 32]}}  # a 2x2 grid
+RESULT = {"epoch": 4, "val_loss": 0.5, "best_val_loss": 0.5, "e0_val_loss": 1.0}
+
+
+@pytest.mark.parametrize("point", [{"model.d_model": d, "data.window": w} for d in (32, 64) for w in (16, 32)])
+def test_a_grid_with_an_initial_point_on_it_runs_every_point_exactly_once(point, tmp_path):
+    space = space_of(sampler="grid", search=SQUARE, initial=[point])
+    assert space.trials == 4  # the initial point is its grid point's one run
+    searcher = make_searcher(space, f"sqlite:///{tmp_path / 'optuna.db'}", "s")
+    configs = []
+    for i in range(space.trials):  # as Tune asks with one trial at a time: each told before the next is asked
+        configs.append(searcher.suggest(f"t{i}"))
+        searcher.on_trial_complete(f"t{i}", RESULT)
+    assert configs[0] == point
+    assert sorted(map(_key, configs)) == sorted(map(_key, grid_points(space.search)))
+
+
+def test_a_grid_runs_its_points_and_each_initial_point_off_it_once(tmp_path):
+    search = {"model.d_model": {"choices": [32, 64]},
+              "train.warmup_fraction": {"low": 0.1, "high": 0.4, "step": 0.1}}  # its 0.1 + 2 * 0.1 is not 0.3
+    on, off = {"model.d_model": 64, "train.warmup_fraction": 0.3}, {"model.d_model": 32, "train.warmup_fraction": 0.25}
+    space = space_of(sampler="grid", search=search, initial=[on, off])
+    assert space.trials == 2 * 4 + 1
+    _, configs = asked(space, tmp_path, space.trials)  # all asked at once: the waiting and running hold theirs
+    assert configs[:2] == [on, off]
+    assert sorted(map(_key, configs)) == sorted(map(_key, grid_points(space.search) + [off]))
+
+
 def _key(config):
     return tuple(round(v, 9) if isinstance(v, float) else v for v in (config[k] for k in sorted(config)))
 
@@ -65,6 +93,9 @@ def _key(config):
     ({"sampler": "grid", "search": SEARCH}, r"sampler grid needs search.learning_rate to be a choice list or a range "
                                             r"with step"),
     ({"sampler": "grid", "trials": 19, "search": GRID}, r"trials 19 is more than the grid's 18 combinations"),
+    ({"sampler": "grid", "trials": 20, "search": GRID, "initial": [{"train.warmup_fraction": 0.03}]},
+     r"s.yaml: trials 20 is more than the grid's 18 combinations and 1 initial point off it, which would run some "
+     r"twice; lower trials or leave it unset"),
 ])
 def test_a_sampler_the_space_cannot_use_is_one_clear_error(top, match):
     with pytest.raises(ConfigError, match=match):

@@ -70,3 +70,24 @@ def test_a_study_in_a_database_of_its_own_is_kept_and_the_default_one_writes_no_
     assert manifest.to_dict()["study_url"] == "postgresql://db:5432/optuna"
     assert SweepManifest.from_dict(manifest.to_dict()) == manifest
     assert "study_url" not in SweepManifest.from_dict(OLDER).to_dict() and SweepManifest.from_dict(OLDER).study_url is None
+
+
+WEBHOOK = "https://hooks.slack.com/services/T000/B000/" + "S3CR3TT0K3N"  # a secret
+
+
+def test_manifest_new_keeps_that_a_webhook_was_set_and_never_its_url():
+    space = {"name": "t", "notify": {"webhook": WEBHOOK}}
+    identity = {"n_bars": 1500, "residual_to": "har", "leverage_lookbacks": [1]}
+    manifest = SweepManifest.new("t", "/data/bars.parquet", space, 5, "/s/t", "sqlite:///m.db", identity, None,
+                                 webhook_set=True)
+    written = json.dumps(manifest.to_dict())
+    assert "S3CR3TT0K3N" not in written and manifest.space == {"name": "t"}
+    assert manifest.to_dict()["webhook_set"] is True and SweepManifest.from_dict(json.loads(written)) == manifest
+    assert "webhook_set" not in SweepManifest.from_dict({**OLDER, "sweep_id": "abc"}).to_dict()
+
+
+def test_manifest_of_an_older_version_that_kept_the_webhook_url_reads_it_once_and_never_writes_it():
+    manifest = SweepManifest.from_dict({**OLDER, "space": {"name": "t", "notify": {"webhook": WEBHOOK}}})
+    assert manifest.legacy_webhook == WEBHOOK and manifest.webhook_set and "notify" not in manifest.space
+    assert "S3CR3TT0K3N" not in json.dumps(manifest.to_dict()) + repr(manifest)
+    assert "S3CR3TT0K3N" not in json.dumps(manifest.extended(8).to_dict())

@@ -4,12 +4,24 @@ local webhook."""
 from __future__ import annotations
 
 import math
+import socket
+import threading
+import time
 
 import pytest
 
 from tests.cli import free_port
-from tests.tuning.webhook_server import Webhook
-from tuning.sweep.notification import ENDED, FAILED, INTERRUPTED, NotifyError, SweepEnd, notification, post
+from tests.tuning.webhook_server import HangingWebhook, Webhook
+from tuning.sweep.notification import (
+    DEADLINE_S,
+    ENDED,
+    FAILED,
+    INTERRUPTED,
+    NotifyError,
+    SweepEnd,
+    notification,
+    post,
+)
 
 VERDICT = "test segment: winner 0.412 vs HAR 0.431 (-4.4%, DM p=0.03): better than HAR"
 LINK = "http://mlflow:5000/#/experiments/1/runs/abc"
@@ -69,4 +81,52 @@ def test_post_raises_notify_error_on_an_error_answer_without_the_url():
 
 def test_post_raises_notify_error_when_nothing_listens():
     with pytest.raises(NotifyError, match=r"[Cc]onnection refused"):
-        post(f"http://127.0.0.1:{free_port()}/services/T/B/SECRET", {"text": "x"}, timeout_s=2)
+        post(f"http://127.0.0.1:{free_port()}/services/T/B/SECRET", {"text": "x"}, deadline_s=2)
+
+
+@pytest.fixture()
+def slow_names(monkeypatch):
+    """Name resolution that takes a minute (a resolver that does not answer), released when the test ends."""
+    released, resolve = threading.Event(), socket.getaddrinfo
+
+    def slow(*args, **kwargs):
+        released.wait(60)
+        return resolve(*args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", slow)
+    yield
+    released.set()
+
+
+def test_post_gives_up_at_its_deadline_on_a_webhook_that_answers_a_byte_at_a_time():
+    webhook = HangingWebhook("trickle")  # no socket timeout fires on it: only the deadline ends the POST
+    try:
+        start = time.monotonic()
+        with pytest.raises(NotifyError, match=r"^no answer within 1 s \(name resolution, connection and answer "
+                                              r"together\)$"):
+            post(webhook.url, {"text": "x"}, deadline_s=1)
+        assert webhook.accepted.is_set() and time.monotonic() - start < 10
+    finally:
+        webhook.stop()
+
+
+@pytest.mark.faults
+@pytest.mark.parametrize("mode", ["silent", "trickle"])
+def test_post_to_a_webhook_that_accepts_and_never_answers_returns_by_the_default_deadline(mode):
+    webhook = HangingWebhook(mode)
+    try:
+        start = time.monotonic()
+        with pytest.raises(NotifyError, match=rf"^no answer within {DEADLINE_S:g} s") as failed:
+            post(webhook.url, {"text": "x"})
+        assert time.monotonic() - start < 20  # 10 s and the slack of a shared machine
+    finally:
+        webhook.stop()
+    assert "SECRETTOKEN" not in str(failed.value)
+
+
+@pytest.mark.faults
+def test_post_counts_name_resolution_in_its_deadline(slow_names):
+    start = time.monotonic()
+    with pytest.raises(NotifyError, match=rf"^no answer within {DEADLINE_S:g} s"):
+        post(f"http://localhost:{free_port()}/services/T/B/SECRET", {"text": "x"})
+    assert time.monotonic() - start < 20

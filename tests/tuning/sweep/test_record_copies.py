@@ -11,10 +11,19 @@ import pyarrow
 import pyarrow.fs
 import pytest
 
+from tuning.cli.main import main
 from tuning.errors import UsageError
 from tuning.progress import LOGGER, Note, event_of
 from tuning.sweep import record_copies
-from tuning.sweep.record_copies import FOLDERS, copy_records, copy_records_or_note, fetch_records, follow_move
+from tuning.sweep.record_copies import (
+    FOLDERS,
+    GENERATION,
+    StaleCopy,
+    copy_records,
+    copy_records_or_note,
+    fetch_records,
+    follow_move,
+)
 from tuning.sweep.trial_files import SweepCurves
 from tuning.sweep_files import LEDGER, MANIFEST, TEST_LOOK, TRACKING_SPOOL, TRACKING_STAGING, SweepPaths
 
@@ -103,7 +112,7 @@ def test_the_copy_follows_the_folder_sent_writes_and_files_leave_it(tmp_path):
     copy_records(paths)
     copy = bucket / "k"
     assert {p.relative_to(copy).as_posix() for p in copy.rglob("*") if p.is_file()} == {
-        MANIFEST, LEDGER, TRACKING_SPOOL, FOLDERS, f"{TRACKING_STAGING}/t1/best.pt"}
+        MANIFEST, LEDGER, TRACKING_SPOOL, FOLDERS, GENERATION, f"{TRACKING_STAGING}/t1/best.pt"}
 
     (paths.folder / TRACKING_SPOOL).unlink()  # every write sent: the spool and the staged file are gone
     (paths.folder / TRACKING_STAGING / "t1" / "best.pt").unlink()
@@ -111,7 +120,7 @@ def test_the_copy_follows_the_folder_sent_writes_and_files_leave_it(tmp_path):
     (paths.folder / TEST_LOOK).write_text("{}")
     copy_records(paths)
     assert {p.relative_to(copy).as_posix() for p in copy.rglob("*") if p.is_file()} == {
-        MANIFEST, LEDGER, TEST_LOOK, FOLDERS}
+        MANIFEST, LEDGER, TEST_LOOK, FOLDERS, GENERATION}
     assert (copy / LEDGER).read_text() == '[{"trial_id": "t1"}]'
 
 
@@ -128,6 +137,14 @@ def test_a_storage_without_a_copy_gives_nothing_and_one_that_cannot_be_read_says
     assert not fetch_records(head(tmp_path, "b", f"file://{tmp_path / 'empty'}"))
     with pytest.raises(UsageError, match=r"--storage nosuchfs://bucket/sweeps: cannot fetch sweep 'k''s records "):
         fetch_records(head(tmp_path, "b", "nosuchfs://bucket/sweeps"))
+
+
+def test_a_folder_here_whose_storage_cannot_be_read_is_refused_not_taken_as_the_latest(tmp_path):
+    paths = head(tmp_path, "a", "nosuchfs://bucket/sweeps")
+    a_sweep_folder(paths)
+    with pytest.raises(UsageError, match=r"^--storage nosuchfs://bucket/sweeps: cannot read sweep 'k''s records' copy "
+                                         r"in nosuchfs://bucket/sweeps/k \("):
+        fetch_records(paths)
 
 
 def test_a_copy_that_fails_is_said_and_the_sweep_goes_on(tmp_path, caplog):
@@ -230,3 +247,156 @@ def test_fetch_records_refuses_a_staging_folder_here_that_links_outside(link, tm
                                          "the link$"):
         fetch_records(new)
     assert not any((tmp_path / "outside").iterdir()) and [p.name for p in new.folder.iterdir()] == [TRACKING_STAGING]
+
+
+# A stale copy never replaces newer records (generation.json): a head whose folder is older than the storage's copy
+# (an earlier resume, another machine) is refused before it writes anything, and nothing is ever lost there.
+
+
+def remote_files(storage: str) -> dict[str, bytes]:
+    """Every object of sweep k's copy in `storage` (file:// or s3://), by its key below <storage>/k/."""
+    fs, root = pyarrow.fs.FileSystem.from_uri(f"{storage}/k")
+    infos = fs.get_file_info(pyarrow.fs.FileSelector(root, allow_not_found=True, recursive=True))
+    files = {}
+    for info in infos:
+        if info.type == pyarrow.fs.FileType.File:
+            with fs.open_input_stream(info.path) as source:
+                files[info.path[len(root) + 1:]] = source.read()
+    return files
+
+
+def generation_of(storage: str) -> int:
+    return json.loads(remote_files(storage)[GENERATION])["generation"]
+
+
+def folder_files(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+def resumed_elsewhere(tmp_path: Path, storage: str) -> tuple[SweepPaths, SweepPaths]:
+    """Head a copies the sweep (generation 1); head b fetches it, goes on (a trial ended, its look taken, the
+    spool's write sent) and copies it (generation 2): a's folder is stale. -> (a, b)."""
+    stale, latest = head(tmp_path, "a", storage), head(tmp_path, "b", storage)
+    a_sweep_folder(stale)
+    copy_records(stale)
+    assert fetch_records(latest)
+    (latest.folder / LEDGER).write_text('[{"trial_id": "t1"}, {"trial_id": "t2"}]')
+    (latest.folder / TEST_LOOK).write_text('[{"trial_id": "t2"}]')
+    (latest.folder / TRACKING_SPOOL).unlink()
+    (latest.folder / TRACKING_STAGING / "t1" / "best.pt").unlink()
+    (latest.folder / TRACKING_STAGING / "t2" / "best.pt").parent.mkdir(parents=True)
+    (latest.folder / TRACKING_STAGING / "t2" / "best.pt").write_bytes(b"t2's weights, not sent yet")
+    copy_records(latest)
+    return stale, latest
+
+
+@pytest.fixture(params=["file", "s3"])
+def storage(request, tmp_path, monkeypatch) -> str:
+    """A URI storage: a file:// folder, or a bucket of a real S3-compatible server (tests/s3_server.py)."""
+    if request.param == "file":
+        return f"file://{tmp_path / 'bucket'}"
+    from tests.s3_server import BUCKET
+
+    server = request.getfixturevalue("s3_server")
+    for name, value in server.env().items():
+        monkeypatch.setenv(name, value)
+    return f"s3://{BUCKET}/{tmp_path.name}"  # a prefix of its own: the server is the session's
+
+
+@pytest.mark.parametrize("command", ["resume", "best"])
+def test_a_command_on_a_stale_folder_is_refused_in_one_line_naming_both_generations(command, tmp_path, monkeypatch,
+                                                                                   capsys):
+    storage = f"file://{tmp_path / 'bucket'}"
+    stale, latest = resumed_elsewhere(tmp_path, storage)
+    there, here = remote_files(storage), folder_files(stale.folder)
+    monkeypatch.chdir(tmp_path / "a")  # runs/sweeps/k here is a's folder
+
+    assert main([command, "k", "--storage", storage]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"error: sweep 'k''s records in {stale.folder} are generation 1, and its copy in {storage}/k is a "
+                   f"newer generation 2 (copied from {latest.folder}); a stale folder never replaces newer records: "
+                   f"move {stale.folder} aside and run the command again, which fetches the newer copy\n"), err
+    assert remote_files(storage) == there and folder_files(stale.folder) == here  # nothing written, there or here
+
+    stale.folder.rename(stale.folder.with_name("k-stale"))  # the fix the line gives: the newer copy is fetched
+    assert fetch_records(stale)
+    for name in (LEDGER, TEST_LOOK, f"{TRACKING_STAGING}/t2/best.pt"):
+        assert (stale.folder / name).read_bytes() == (latest.folder / name).read_bytes()
+    assert not (stale.folder / TRACKING_STAGING / "t1").exists() and not (stale.folder / TRACKING_SPOOL).exists()
+
+
+def test_a_stale_folder_never_replaces_nor_deletes_the_newer_copy(storage, tmp_path, caplog):
+    stale, latest = resumed_elsewhere(tmp_path, storage)
+    there = remote_files(storage)
+    assert {LEDGER, TEST_LOOK, f"{TRACKING_STAGING}/t2/best.pt"} <= there.keys()
+    (stale.folder / LEDGER).write_text('[{"trial_id": "t1"}, {"trial_id": "t3"}]')  # the stale head goes on anyway
+    here = folder_files(stale.folder)
+
+    with pytest.raises(StaleCopy, match=rf"^sweep 'k''s records in {stale.folder} are generation 1, and its copy in "
+                                        rf"{storage}/k is a newer generation 2 \(copied from {latest.folder}\); a "
+                                        "stale folder never replaces newer records: move "):
+        copy_records(stale)
+    with caplog.at_level("INFO", logger=LOGGER):
+        copy_records_or_note(stale)
+    notes = [e.text for r in caplog.records if isinstance(e := event_of(r), Note)]
+    assert len(notes) == 1 and notes[0].startswith(f"storage: did not copy sweep k's records to {storage}/k: sweep "
+                                                   "'k''s records in ") and notes[0].endswith(
+        "; the sweep goes on here, uncopied"), notes
+    assert remote_files(storage) == there and folder_files(stale.folder) == here  # the newer records all kept
+
+
+def test_a_copy_cut_short_is_taken_up_by_its_own_head_and_never_by_another(tmp_path, monkeypatch, caplog):
+    """A copy that fails midway leaves this folder one generation ahead of the storage: its own head's next copy
+    goes on; a head that fetched the storage's copy meanwhile made that generation too, and is told apart."""
+    storage = f"file://{tmp_path / 'bucket'}"
+    a, b = head(tmp_path, "a", storage), head(tmp_path, "b", storage)
+    a_sweep_folder(a)
+    copy_records(a)
+    real_put = record_copies._put
+
+    def cut_short(fs, local, remote, made):
+        raise OSError("connection reset")
+    monkeypatch.setattr(record_copies, "_put", cut_short)
+    copy_records_or_note(a)  # the storage stays at generation 1, a's folder says 2
+    monkeypatch.setattr(record_copies, "_put", real_put)
+    assert generation_of(storage) == 1 and json.loads((a.folder / GENERATION).read_text())["generation"] == 2
+    copy_records(a)  # its own head: caught up
+    assert generation_of(storage) == 2
+
+    monkeypatch.setattr(record_copies, "_put", cut_short)
+    copy_records_or_note(a)  # a's folder says 3, the storage 2
+    monkeypatch.setattr(record_copies, "_put", real_put)
+    assert fetch_records(b)
+    copy_records(b)  # b's generation 3, from the storage's 2
+    there = remote_files(storage)
+    with pytest.raises(StaleCopy, match=rf"^sweep 'k''s records in {a.folder} are generation 3, and its copy in "
+                                        rf"{storage}/k is another generation 3 \(copied from {b.folder}\); "):
+        copy_records(a)
+    assert remote_files(storage) == there
+
+
+def test_test_json_and_trials_json_are_never_deleted_from_the_storage(tmp_path):
+    storage = f"file://{tmp_path / 'bucket'}"
+    paths = head(tmp_path, "a", storage)
+    a_sweep_folder(paths)
+    (paths.folder / TEST_LOOK).write_text('[{"trial_id": "t1"}]')
+    copy_records(paths)
+    for name in (TEST_LOOK, LEDGER, MANIFEST, TRACKING_SPOOL):  # gone from the folder (a user, a crash)
+        (paths.folder / name).unlink()
+    copy_records(paths)
+    there = remote_files(storage)
+    assert there[TEST_LOOK] == b'[{"trial_id": "t1"}]' and there[LEDGER] == b"[]" and MANIFEST in there
+    assert TRACKING_SPOOL not in there  # the spool alone leaves the storage, once every write it held was sent
+
+
+def test_a_resume_from_the_latest_folder_copies_and_deletes_what_it_sent(storage, tmp_path):
+    stale, latest = resumed_elsewhere(tmp_path, storage)
+    assert not fetch_records(latest)  # what resume and best do first: the latest folder is not refused
+    (latest.folder / LEDGER).write_text('[{"trial_id": "t1"}, {"trial_id": "t2"}, {"trial_id": "t3"}]')
+    (latest.folder / TRACKING_STAGING / "t2" / "best.pt").unlink()  # sent to MLflow
+    copy_records(latest)
+    there = remote_files(storage)
+    assert there[LEDGER] == (latest.folder / LEDGER).read_bytes() and TEST_LOOK in there
+    assert not [key for key in there if key.startswith(f"{TRACKING_STAGING}/")]
+    assert generation_of(storage) == 3 and json.loads(there[GENERATION])["folder"] == str(latest.folder)
+    assert (latest.folder / GENERATION).read_bytes() == there[GENERATION]

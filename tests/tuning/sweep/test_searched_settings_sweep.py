@@ -9,6 +9,7 @@ import json
 
 import optuna
 import pytest
+import torch
 import yaml
 
 from model.data import DataConfig, load_dataset
@@ -79,15 +80,41 @@ def test_gaussian_process_search_over_width_depth_window_and_learning_rate_runs_
     (look,) = json.loads((tmp_path / "s" / "gp" / "test.json").read_text())  # each model on its own Dataset
     winner = next(r for r in records if r["trial_id"] == look["trial_id"])
     windows = winner["params"]["data.window"], untuned["data.window"]
-    def n_test(window: int) -> int:
-        return len(load_dataset(bars, DataConfig(**{**values["run"]["data"], "window": window})).test_index)
+    def n_test(window: int) -> int:  # every window's samples are those of the longest, 32 (sample_alignment.py)
+        config = DataConfig(**{**values["run"]["data"], "window": window, "align_window": 32})
+        return len(load_dataset(bars, config).test_index)
 
-    assert look["n_test"] == n_test(windows[0])
+    assert look["n_test"] == n_test(windows[0]) == n_test(16)
     (initial,) = [r for r in records if all(r["params"][key] == value for key, value in untuned.items())]
     if look["trial_id"] != initial["trial_id"]:  # the untuned configuration did not win: compared with it
         versus = look["vs_initial"]
         if windows[0] == windows[1]:
             assert "n_test" not in versus  # the winner's Dataset, all its test samples
-        else:  # the test samples both forecast: those of the longer window
-            assert versus["n_test"] == n_test(max(windows))
+        else:  # each on its own Dataset, whose test samples are the same: all of them
+            assert versus["n_test"] == look["n_test"]
         assert versus["ratio"] > 0 and versus["test_loss"] > 0
+    baselines = {r["baseline_har"] for r in records}
+    assert len(baselines) == 1, baselines  # every trial validated on the same samples: one HAR loss
+
+
+def test_a_sweep_searching_the_window_records_one_baseline_har(bars, tmp_path):
+    # Windows 16 and 32 on Optuna's grid: each trial builds its own Dataset, validated on the samples of window 32
+    search = {"data.window": {"choices": [16, 32]}}
+    values = {**space_values(name="aligned", initial=[], scheduler={"max_epochs": 2, "grace_period": 1}),
+              "sampler": "grid", "search": search, "gate": {"epoch": 1, "threshold": 100.0}}
+    del values["trials"]  # the whole grid: each window once
+    values["run"]["train"] = {"lr": 3e-3, "weight_decay": 1e-2, "batch_size": 64}
+    space = tmp_path / "space.yaml"
+    space.write_text(yaml.safe_dump(values))
+    done = run_cli("sweep", "--data", bars, "--space", space, "--storage", tmp_path / "s")
+    assert done.returncode == 0, done.stderr[-3000:]
+
+    records = [r for r in json.loads((tmp_path / "s" / "aligned" / LEDGER).read_text()) if r["stage"] == "search"]
+    assert sorted(r["params"]["data.window"] for r in records) == [16, 32]
+    assert len({r["baseline_har"] for r in records}) == 1, records  # one HAR validation loss for the whole sweep
+    aligned = load_dataset(bars, DataConfig(**{**values["run"]["data"], "align_window": 32}))  # window 16's
+    for record in records:  # the aligned samples'
+        torch.testing.assert_close(record["baseline_har"], aligned.baselines["har"])
+    (look,) = json.loads((tmp_path / "s" / "aligned" / "test.json").read_text())
+    assert look["n_test"] == len(aligned.test_index)
+    torch.testing.assert_close(look["baseline_har"], aligned.test_baselines["har"])

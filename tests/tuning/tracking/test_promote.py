@@ -86,6 +86,8 @@ def test_promote_makes_the_first_challenger_champion_then_keeps_the_better(mlflo
         (file_digest(new), "evaluation")]
     assert {a.path for a in client.list_artifacts(last.info.run_id)} == {"forecasts.png"}
     assert "  champion (version 2)" in third.stdout and "  har " in third.stdout
+    assert "  challenger vs champion " in third.stdout and "  challenger vs HAR " in third.stdout  # Diebold-Mariano
+    assert third.stdout.count("Diebold-Mariano stat ") == 2
 
     overlapping = run_cli("promote", MODEL, "--data", tmp_path / "bars.parquet", "--tracking-uri", mlflow_server.url)
     assert_one_line_error(overlapping, f"--data {tmp_path / 'bars.parquet'}: its first bar (")

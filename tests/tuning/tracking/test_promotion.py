@@ -11,12 +11,14 @@ import itertools
 import shutil
 
 import mlflow
+import mlflow.pyfunc  # the module itself, not MLflow's lazy stand-in: the stand-ins patch it
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+import torch
 from mlflow.entities import Param
 from mlflow.exceptions import MlflowException
 
@@ -213,3 +215,113 @@ def test_promote_leaves_the_alias_and_the_run_agreeing_whichever_write_it_dies_a
         note = tags.get("mlflow.note.content", "")  # the verdict in words, once the run has one
         assert not note or ("stays the champion" in note) == (champion == "1"), (k, note, champion)
         assert status != "FINISHED" or verdict != "pending", k
+
+
+class NoisyStandIn:
+    """A version's forecasts: the target plus seeded Gaussian noise of standard deviation `sigma`."""
+
+    def __init__(self, sigma: float, seed: int):
+        self.sigma, self.seed = sigma, seed
+
+    def predict(self, frame: pd.DataFrame) -> pd.DataFrame:
+        actual = StandIn(0.0).predict(frame)["prediction"].to_numpy()
+        noise = np.random.default_rng(self.seed).standard_normal(len(frame))
+        return pd.DataFrame({"timestamp": frame["timestamp"], "prediction": actual + self.sigma * noise})
+
+
+@pytest.fixture()
+def noisy(monkeypatch) -> dict[str, NoisyStandIn]:
+    """Version -> its noisy stand-in; mlflow.pyfunc.load_model("models:/NAME/VERSION") gives it."""
+    versions: dict[str, NoisyStandIn] = {}
+    monkeypatch.setattr(mlflow.pyfunc, "load_model", lambda uri: versions[uri.rsplit("/", 1)[1]])
+    return versions
+
+
+def champion_and_challenger(store: TrackingStore, bars) -> str:
+    """A model whose version 1 is the champion and version 2 the challenger; -> its name."""
+    name = next(names)
+    for alias in ("champion", "challenger"):
+        register(store, name, alias, trained_range(bars))
+    return name
+
+
+def test_promote_records_the_diebold_mariano_test_against_the_champion_and_har(store, trained_on, noisy):
+    """The challenger's squared errors tested against the champion's and HAR's on the scored samples: in the
+    verdict and in the promote run (metrics dm_stat_*, dm_pvalue_*, param alpha); without alpha a lower loss still
+    promotes, however small."""
+    from model.diebold_mariano import diebold_mariano
+
+    bars, new = trained_on
+    noisy.update({"1": NoisyStandIn(1.0, seed=1), "2": NoisyStandIn(0.95, seed=2)})  # barely better: noise
+    name = champion_and_challenger(store, bars)
+    verdict = promote(store, name, new)
+    c = verdict.comparison
+    assert c.losses["challenger"] < c.losses["champion"] and verdict.promoted and champion_of(store, name) == "2"
+    errors = {k: (f - c.target) ** 2 for k, f in c.forecasts.items()}
+    expected = {k: diebold_mariano(errors["challenger"], errors[k], HORIZON) for k in ("champion", "har")}
+    assert set(verdict.versus) == {"champion", "har"}
+    for k, test in expected.items():
+        torch.testing.assert_close(torch.tensor([verdict.versus[k].stat, verdict.versus[k].pvalue]),
+                                   torch.tensor([test.stat, test.pvalue]))
+    assert verdict.versus["champion"].pvalue > 0.05  # the noise this test's alpha needs
+    run = promote_runs(store, name)[0]
+    torch.testing.assert_close(
+        torch.tensor([run.data.metrics[f"dm_{what}_{k}"] for k in ("champion", "har") for what in ("stat", "pvalue")]),
+        torch.tensor([getattr(expected[k], what) for k in ("champion", "har") for what in ("stat", "pvalue")]))
+    assert run.data.params["alpha"] == "none"
+
+
+def test_promote_with_alpha_promotes_only_a_challenger_better_beyond_noise(store, trained_on, noisy):
+    bars, new = trained_on
+    noisy.update({"1": NoisyStandIn(1.0, seed=1), "2": NoisyStandIn(0.95, seed=2)})  # lower loss, p > 0.05
+    name = champion_and_challenger(store, bars)
+    kept = promote(store, name, new, alpha=0.05)
+    assert kept.comparison.losses["challenger"] < kept.comparison.losses["champion"]
+    assert not kept.promoted and champion_of(store, name) == "1"
+    run = promote_runs(store, name)[0]
+    assert run.data.params["alpha"] == "0.05" and run.data.tags["mamba_tune.promoted"] == "False"
+    assert f"{name} version 1 stays the champion: version 2's loss is lower, not beyond noise (DM p=" in \
+        run.data.tags["mlflow.note.content"]
+
+    noisy.update({"1": NoisyStandIn(1.0, seed=1), "2": NoisyStandIn(0.5, seed=2)})  # far better: beyond noise
+    name = champion_and_challenger(store, bars)
+    won = promote(store, name, new, alpha=0.05)
+    assert won.versus["champion"].stat < 0 and won.versus["champion"].pvalue < 0.05
+    assert won.promoted and champion_of(store, name) == "2"
+
+
+@pytest.mark.parametrize("alpha", [0.0, 1.0, -0.1, 1.5, float("nan")])
+def test_promote_alpha_outside_0_1_is_refused_before_any_write(store, trained_on, noisy, alpha):
+    bars, new = trained_on
+    noisy.update({"1": NoisyStandIn(1.0, seed=1), "2": NoisyStandIn(0.5, seed=2)})
+    name = champion_and_challenger(store, bars)
+    with pytest.raises(UsageError, match=r"^--alpha .*: a significance level must be between 0 and 1, both "
+                                         r"excluded; pass one such as 0\.05$"):
+        promote(store, name, new, alpha=alpha)
+    assert promote_runs(store, name) == [] and champion_of(store, name) == "1"
+
+
+def test_cli_promote_alpha_outside_0_1_is_one_line_exit_2(tmp_path):
+    from tests.cli import assert_one_line_error, run_cli
+
+    done = run_cli("promote", "mt-any", "--data", tmp_path / "new.parquet", "--alpha", "1.5",
+                   "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    assert_one_line_error(done, "--alpha 1.5: a significance level must be between 0 and 1, both excluded")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_cli_promote_prints_the_diebold_mariano_tests_and_with_alpha_keeps_a_champion_not_beaten_beyond_noise(
+        store, trained_on, noisy, capsys):
+    from tuning.cli.main import main
+
+    bars, new = trained_on
+    noisy.update({"1": NoisyStandIn(1.0, seed=1), "2": NoisyStandIn(0.95, seed=2)})  # lower loss, p > 0.05
+    name = champion_and_challenger(store, bars)
+    assert main(["promote", name, "--data", str(new.path), "--tracking-uri", store.uri, "--alpha", "0.05"]) == 0
+    printed = capsys.readouterr().out
+    run = promote_runs(store, name)[0]
+    for label, key in (("champion", "champion"), ("HAR", "har")):
+        stat, pvalue = run.data.metrics[f"dm_stat_{key}"], run.data.metrics[f"dm_pvalue_{key}"]
+        assert f"  challenger vs {label:<12} Diebold-Mariano stat {stat:+.3f}, p {pvalue:.3g}\n" in printed
+    assert f"{name} version 1 stays the champion: version 2's loss is lower, not beyond noise (DM p=" in printed
+    assert champion_of(store, name) == "1"
