@@ -41,6 +41,18 @@ def session_tracking_store(tmp_path_factory):
         os.environ["MLFLOW_TRACKING_URI"] = saved
 
 
+@pytest.fixture(autouse=True)
+def environment_restored():
+    """Each test ends with the environment it began with: a sweep run in-process (tuning/sweep/session.py's
+    start_ray) puts Ray's settings in os.environ (task events off among them), and a Ray a later test starts in
+    this process would inherit them."""
+    saved = dict(os.environ)
+    yield
+    if os.environ != saved:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
 @pytest.fixture(scope="session")
 def bars(tmp_path_factory):
     """1,500 synthetic bars in a Parquet file, exported as a vendor's CSV and imported as a user imports theirs

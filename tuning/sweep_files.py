@@ -5,9 +5,11 @@ import json
 import os
 import shlex
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from model.atomic import write_text_atomic
 from tuning.errors import UsageError
 from tuning.uri_secrets import STORAGE_CREDENTIALS, refuse_credentials
 
@@ -66,11 +68,29 @@ def read_test_looks(folder: Path) -> list[dict[str, Any]]:
     return looks if isinstance(looks, list) else [looks]
 
 
+def append_look(folder: Path, entry: dict[str, Any]) -> dict[str, Any]:
+    """`entry` added to the sweep's test.json as its next look, numbered (`look`: the count of looks with it) and
+    timed (UTC, to the second), the file replaced whole (atomically); -> the look as written. The sweep's own look
+    (tuning/sweep/one_look.py) and `train --look`'s (tuning/cli/train_look.py) both go through here."""
+    looks = read_test_looks(folder)
+    look = {"look": len(looks) + 1, "time": datetime.now(timezone.utc).isoformat(timespec="seconds"), **entry}
+    write_text_atomic(folder / TEST_LOOK, json.dumps([*looks, look], indent=1))
+    return look
+
+
+def sweep_looks(looks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The looks the sweep took at its winners, in order: `looks` (read_test_looks) less those `train --look` took
+    (`by` TRAIN_LOOK), which scored a model trained again, not a trial the sweep chose. Those count among the
+    looks (test_looks, `look k of n`); they are never the sweep's verdict, its headline test_loss or its winner's
+    look."""
+    return [look for look in looks if look.get("by") != TRAIN_LOOK]
+
+
 def latest_look(folder: Path, trial_id: str) -> dict[str, Any] | None:
-    """The newest look the sweep took at the test segment that scored trial `trial_id`; None when none did. A look
-    `train --look` took (`by` TRAIN_LOOK) scored a model trained again, not the trial's: it counts, it is not one."""
-    return next((look for look in reversed(read_test_looks(folder))
-                 if look["trial_id"] == trial_id and look.get("by") != TRAIN_LOOK), None)
+    """The newest look the sweep took at the test segment that scored trial `trial_id` (sweep_looks: a train look
+    is none); None when none did."""
+    return next((look for look in reversed(sweep_looks(read_test_looks(folder))) if look["trial_id"] == trial_id),
+                None)
 
 
 def unwritable_reason(folder: Path) -> str | None:

@@ -6,10 +6,15 @@ a query parameter (s3://bucket?secret_key=..., an Azure SAS's sig=..., a presign
 parameter or a folder of the path, the fragment, or inside a connection string given as a value
 (...;AccountKey=...), percent-encoded or not.
 
-The user and password are found as every parser that may read the URI finds them: urllib's (the text before the
-last '@' of the part up to the first '/', '?' or '#') and SQLAlchemy's (a user without ':' or '/', then ':' and a
-password that runs to the next '@' whatever it holds): postgresql://bob:pa/ss@host/db sends SQLAlchemy the password
-"pa/ss", though urllib reads a host "bob" there. Either finding is a credential.
+The user and password are found as the parser that reads the URI finds them. A database URL (DATABASE_SCHEMES,
+with or without a +driver) is read by SQLAlchemy (MLflow's and Optuna's stores), with its own pattern: a user
+without ':' or '/', then ':' and a password that runs to the next '@' whatever it holds, even '/', '?' or a query:
+postgresql://bob:pa/ss@host/db sends the password "pa/ss" (urllib would read a host "bob" there), and
+postgresql://h:5432/db?sslrootcert=/c/ca@1.pem the password "5432/db?sslrootcert=/c/ca" to the host "1.pem"
+(write that '@' as %40). Any other URL is read as urllib, urllib3 and requests read it: the authority runs to the
+first '/', '?' or '#' and the user and password stand before its last '@' (https://host?to=a@b.com has none); an
+authority whose port is no number with an '@' after it (https://bob:pa/ss@host) is a password cut short, refused
+as one: no client can use that URL, and it would be kept.
 
 A refusal names the keys, never their values, and shows the URI without its user, query, fragment or parameters.
 """
@@ -35,8 +40,15 @@ STORAGE_CREDENTIALS = ("the environment (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS
                        "GOOGLE_APPLICATION_CREDENTIALS) or the node's instance profile")
 TRACKING_CREDENTIALS = "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD (or MLFLOW_TRACKING_TOKEN)"
 _PARTS = re.compile(r"[/;&?#@]")  # what separates KEY=value parts, wherever in a URI they stand
-# SQLAlchemy's reading of what follows "scheme://": a user (no ':' or '/'), then ':' and a password up to an '@'
-_SQLALCHEMY_USERINFO = re.compile(r"(?P<user>[^:/]*)(?::(?P<password>[^@]*))?@")
+# The schemes SQLAlchemy reads (its dialects and the common third-party ones), each also as NAME+DRIVER; lower case
+DATABASE_SCHEMES = frozenset({
+    "postgresql", "postgres", "mysql", "mariadb", "sqlite", "mssql", "oracle", "cockroachdb", "redshift", "snowflake",
+    "databricks", "trino", "presto", "hive", "duckdb", "clickhouse", "firebird", "sybase", "db2", "ibm_db_sa",
+    "teradatasql", "hana", "vertica", "bigquery", "awsathena", "spanner", "crate", "exasol", "yugabytedb",
+    "singlestoredb", "tidb", "access", "informix"})
+# The start of sqlalchemy.engine.url._parse_url's pattern (SQLAlchemy 2.x), as it is: the name, then the optional
+# "username[:password]@" (tests/tuning/test_uri_secrets.py checks the two agree on make_url's username and password)
+_SQLALCHEMY_USERINFO = re.compile(r"(?P<name>[\w\+]+)://(?:(?P<username>[^:/]*)(?::(?P<password>[^@]*))?@)?")
 
 
 def credentials_in(uri: str) -> list[str]:
@@ -80,7 +92,19 @@ def refuse_credentials(what: str, uri: str, instead: str) -> None:
     if found := credentials_in(uri):
         raise UsageError(f"{what} {without_secrets(uri)} holds credentials ({', '.join(found)}), which would be kept "
                          f"in sweep.json, MLflow and printed lines; give the URI without them and the credentials "
-                         f"through {instead}")
+                         f"through {instead}{_AT_PAST_THE_HOST if _userinfo_past_the_host(uri) else ''}")
+
+
+# Where the user and password end past the authority: the '@' may have been meant for a path or query
+_AT_PAST_THE_HOST = (" (an '@' after the host's ':' ends a user:password, even past a '/', '?' or '#'; write an '@' "
+                     "of a path or query as %40)")
+
+
+def _userinfo_past_the_host(uri: str) -> bool:
+    """Whether `userinfo_in` finds a user and password in `uri` though its authority (up to the first '/', '?' or
+    '#') has no '@'."""
+    authority = re.split(r"[/?#]", uri.partition("://")[2], maxsplit=1)[0]
+    return "@" not in authority and userinfo_in(uri) is not None
 
 
 def _keys(text: str) -> list[str]:
@@ -91,16 +115,33 @@ def _keys(text: str) -> list[str]:
 
 
 def userinfo_in(uri: str) -> str | None:
-    """The "user[:password]" before the host of `scheme://...`, as urllib or SQLAlchemy reads it (the longer where
-    both find one); None where neither does. The caller never shows it."""
+    """The "user[:password]" before the host of `scheme://...`, as the parser of its scheme reads it: SQLAlchemy for
+    a database URL, urllib for any other (see the module's docstring); None where it finds none. The caller never
+    shows it."""
     scheme, sep, rest = uri.partition("://")
     if not sep:
         return None
     authority = re.split(r"[/?#]", rest, maxsplit=1)[0]
-    by_urllib = authority.rpartition("@")[0] if "@" in authority else None
-    by_sqlalchemy = match.group(0)[:-1] if (match := _SQLALCHEMY_USERINFO.match(rest)) else None
-    found = [info for info in (by_urllib, by_sqlalchemy) if info is not None]
+    found = [authority.rpartition("@")[0]] if "@" in authority else []
+    if is_database_url(uri):  # SQLAlchemy finds whatever urllib finds, and more: the longer is the one cut off
+        if (match := _SQLALCHEMY_USERINFO.match(uri)) and match.end() > len(match.group("name")) + 3:
+            found.append(uri[len(match.group("name")) + 3:match.end() - 1])
+    elif not found and "@" in rest[len(authority):] and _port_is_no_number(authority):
+        found.append(authority)  # bob:pa/ss@host: a password cut short, refused whole
     return max(found, key=len) if found else None
+
+
+def is_database_url(uri: str) -> bool:
+    """Whether SQLAlchemy reads `uri`: its scheme, less any +DRIVER, is one of DATABASE_SCHEMES (any case)."""
+    scheme = uri.partition("://")[0]
+    return scheme.lower().partition("+")[0] in DATABASE_SCHEMES
+
+
+def _port_is_no_number(authority: str) -> bool:
+    """Whether the HOST:PORT `authority` (an IPv6 host in brackets) has a ':' and, after it, no number (AKIA:/x or
+    bob:pa: the start of a password)."""
+    hostport = authority.rpartition("]")[2] if authority.startswith("[") else authority
+    return ":" in hostport and not hostport.partition(":")[2].isdigit()
 
 
 def _without_userinfo(uri: str) -> str:

@@ -7,7 +7,7 @@ import pytest
 
 from tuning.errors import UsageError
 from tuning.tracking.store import resolve_store
-from tuning.uri_secrets import credentials_in, refuse_credentials, without_secrets
+from tuning.uri_secrets import credentials_in, refuse_credentials, userinfo_in, without_secrets
 
 SECRET = "Zm9vYmFy" + "c2VjcmV0dmFsdWU"  # split, as tests/reliability/test_unsafe_input.py does: nothing key-like here
 AZURE = "https://acct.blob.core.windows.net/sweeps"
@@ -45,12 +45,18 @@ FORMS = {  # form: (URI, the credential named, the URI as shown)
 }
 
 
+# The forms whose password ends past the first '/', '?' or '#': their refusal says how an '@' of a path is written
+PAST_THE_HOST = {"a password with '/', as SQLAlchemy reads it", "a password with '?', as SQLAlchemy reads it"}
+ENCODE_IT = r" \(an '@' after the host's ':' ends a user:password, .*; write an '@' of a path or query as %40\)"
+
+
 @pytest.mark.parametrize("form", FORMS)
 def test_refuse_credentials_names_each_form_and_never_shows_the_secret(form):
     uri, named, shown = FORMS[form]
     with pytest.raises(UsageError, match=rf"^--storage {shown} holds credentials \({named}\), which would be kept "
                                          r"in sweep\.json, MLflow and printed lines; give the URI without them and "
-                                         r"the credentials through the environment$") as refused:
+                                         r"the credentials through the environment"
+                                         rf"{ENCODE_IT if form in PAST_THE_HOST else ''}$") as refused:
         refuse_credentials("--storage", uri, "the environment")
     assert SECRET not in str(refused.value)
 
@@ -108,3 +114,46 @@ def test_credentials_in_refuses_a_malformed_uri_in_one_line_without_showing_it()
     with pytest.raises(UsageError, match=r"^a URI given is not one \(") as refused:
         credentials_in(f"s3://[{SECRET}")
     assert SECRET not in str(refused.value)
+
+
+@pytest.mark.parametrize("uri", ["https://hooks.example.com?to=a@b.com", "http://host:5000/x@y",
+                                 "https://[::1]:5000/x@y", "s3://bucket/k?versions=a:b@c",
+                                 "postgresql://h:5432/db?sslrootcert=/c/ca%401.pem",
+                                 "postgresql://h/db?sslrootcert=/c/ca@1.pem", "sqlite:////tmp/a:b@c.db"])
+def test_credentials_in_finds_no_user_in_an_at_sign_past_the_authority_as_its_reader_reads_it(uri):
+    assert credentials_in(uri) == []
+
+
+def test_userinfo_in_reads_a_database_url_as_sqlalchemy_and_any_other_as_urllib():
+    assert userinfo_in("postgresql+psycopg2://h:5432/x@y/db") == "h:5432/x"  # SQLAlchemy: host y, password 5432/x
+    assert userinfo_in("https://h:5432/x@y/db") is None  # urllib: host h, port 5432, path /x@y/db
+    assert userinfo_in("postgresql://bob:p@ss@host/db") == "bob:p@ss"  # SQLAlchemy's "bob:p", cut at urllib's '@'
+
+
+@pytest.mark.parametrize("uri", [
+    "postgresql://h:5432/db?sslrootcert=/c/ca@1.pem", "postgresql://h:5432/db?sslrootcert=/c/ca%401.pem",
+    "postgresql://h/db?sslrootcert=/c/ca@1.pem", "postgresql://bob:pa/ss@host/db", "postgresql://bob:pa?ss@host/db",
+    "postgresql://bob:p@ss@host/db", "postgresql://alice@h/db", "postgresql://:pw@h/db", "postgresql://@h/db",
+    "mysql+pymysql://h?x=a:b@c", "mysql://h/db?x=a@b", "postgresql://h:5432/x@y", "sqlite:///a@b.db",
+    "sqlite:////tmp/a:b@c.db", "postgresql+psycopg2://[::1]:5432/db", "mssql+pyodbc://u:p@dsn"])
+def test_userinfo_in_agrees_with_sqlalchemy_on_database_urls(uri):
+    make_url = pytest.importorskip("sqlalchemy.engine").make_url
+    url = make_url(uri)
+    assert (userinfo_in(uri) is not None) == (url.username is not None or url.password is not None)
+    assert ("user:password@" in credentials_in(uri)) == (url.password is not None)
+
+
+def test_refuse_credentials_refuses_a_query_at_sign_that_sqlalchemy_reads_as_a_password_and_says_to_encode_it():
+    with pytest.raises(UsageError, match=r"^--study-url postgresql://1\.pem holds credentials \(user:password@\), "
+                                         r".* \(an '@' after the host's ':' ends a user:password, even past a '/', "
+                                         r"'\?' or '#'; write an '@' of a path or query as %40\)$"):
+        refuse_credentials("--study-url", "postgresql://h:5432/db?sslrootcert=/c/ca@1.pem", "the environment")
+
+
+@pytest.mark.parametrize("uri", [f"https://bob:pa/{SECRET}@mlflow.example.com/", f"s3://AKIAEXAMPLE:/{SECRET}@bucket/k",
+                                 f"https://bob:pa?{SECRET}@mlflow.example.com/"])
+def test_refuse_credentials_refuses_a_password_cut_short_by_urllib_at_a_port_that_is_no_number(uri):
+    with pytest.raises(UsageError, match=r"^--storage \S+ holds credentials \(user:password@\), .*write an '@' of a "
+                                         r"path or query as %40\)$") as refused:
+        refuse_credentials("--storage", uri, "the environment")
+    assert SECRET not in str(refused.value) and "bob" not in str(refused.value)

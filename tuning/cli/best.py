@@ -46,7 +46,7 @@ def add_command(commands: argparse._SubParsersAction) -> None:
                       "tags and registered version say unconfirmed")
     best.add_argument("--no-look", action="store_true", help="with --register: ship a winner the sweep has not "
                       "scored on its test segment (`resume` takes that look); its version is tagged "
-                      "mamba_tune.test_look=none")
+                      "mamba_tune.judged_by=none")
     best.add_argument("--tracking-uri", help="MLflow store for --register (default: the one the sweep logged to)")
     best.add_argument("--experiment", metavar="NAME", help="MLflow experiment of the --register run (default "
                       "production)")
@@ -121,11 +121,11 @@ def _require_look(args: argparse.Namespace, space: SweepSpace, best: TrialRecord
     if not space.run.data.test_fraction:
         raise UsageError(f"sweep {args.name!r} has no test segment (run.data.test_fraction 0), so nothing says "
                          f"whether trial {best.trial_id} beats HAR, and --register ships only a judged winner; pass "
-                         "--no-look to register it unjudged (its version tagged mamba_tune.test_look=none)")
+                         "--no-look to register it unjudged (its version tagged mamba_tune.judged_by=none)")
     raise UsageError(f"sweep {args.name!r} has not looked at its test segment with trial {best.trial_id}, its winner "
                      f"(the sweep ended before it, or it failed), and --register ships only a judged winner; take the "
                      f"look with `{_resume(args)}`, or pass --no-look to register it unjudged (its version tagged "
-                     "mamba_tune.test_look=none)")
+                     "mamba_tune.judged_by=none)")
 
 
 def _ensemble(args: argparse.Namespace, records: list[TrialRecord], best: TrialRecord) -> list[TrialRecord]:
@@ -166,7 +166,7 @@ def _register_winner(args: argparse.Namespace, store: TrackingStore, folder: Pat
     from mlflow.exceptions import MlflowException
 
     from tuning.sweep.ship_winner import stage_winner
-    from tuning.tracking.registry import LOOK_TAG, NO_LOOK, register_model
+    from tuning.tracking.registry import JUDGED_TAG, NO_LOOK, register_model
     from tuning.tracking.store import first_line
 
     with tempfile.TemporaryDirectory(prefix="mamba-tune-ship-") as staging:
@@ -182,7 +182,7 @@ def _register_winner(args: argparse.Namespace, store: TrackingStore, folder: Pat
             return 1
     what = (f"trial {best.trial_id}'s best.pt (epoch {best.best_epoch})" if len(members) == 1 else
             f"the seed ensemble of trial {best.trial_id} ({len(members)} runs' best.pt, their mean forecast)")
-    if shipment.tags[LOOK_TAG] == NO_LOOK:
+    if shipment.tags[JUDGED_TAG] == NO_LOOK:
         what += ", never scored on the test segment (--no-look)"
     print(f"registered {done.name} version {done.version} as @{args.alias}: {what}, no training "
           f"(run {done.run_id}, experiment {args.experiment}) in {store.describe()}")

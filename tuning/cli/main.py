@@ -7,8 +7,10 @@ Exit codes: 0 success; 1 failure; 2 bad input, reported as one line
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from model.errors import InputError
 from tuning.cli import best, data, doctor, listing, promote, space, sweep, train, ui
@@ -19,15 +21,28 @@ from tuning.yaml_io import ConfigError, parse_yaml
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line instead of the usage block; of arguments it does not know it names
-    the options alone (a value after a mistyped --notify is a webhook URL, a secret)."""
+    """argparse, but a usage error is one line instead of the usage block, and no value given is repeated in it (a
+    value after a mistyped --notify or --set is a webhook URL, a secret): of arguments it does not know it names the
+    options alone, and a value it quotes (an invalid choice, a number that is not one) only where it is a plain word.
+    No option is taken by a prefix of its name (allow_abbrev off, in every subcommand's parser too): `--se KEY=URL`
+    would be a --set that main's errors do not know to hide."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **{**kwargs, "allow_abbrev": False})
 
     def error(self, message: str) -> None:  # type: ignore[override]
         head, sep, unknown = message.partition("unrecognized arguments: ")
         if sep:
             options = [arg.partition("=")[0] for arg in unknown.split() if arg.startswith("-")]
             message = f"{head}unrecognized arguments: {' '.join(options) or 'values'} (their values not repeated)"
+        message = _QUOTED.sub(lambda quoted: quoted[0] if _WORD.fullmatch(quoted[0][1:-1]) else _NOT_REPEATED, message)
         raise UsageError(f"{message}; see `{self.prog} --help`")
+
+
+# A value as argparse quotes it (repr: in '' or, holding a ', in ""), shown only where it is a plain word
+_QUOTED = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"")
+_WORD = re.compile(r"[\w.-]{1,32}")
+_NOT_REPEATED = "<a value, not repeated>"
 
 
 def _parse_overrides(pairs: Sequence[str]) -> dict[str, object]:

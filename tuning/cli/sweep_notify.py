@@ -22,7 +22,7 @@ from tuning.search.finalists import SEARCH
 from tuning.search.ledger import Ledger, best_record
 from tuning.search.notify_config import WEBHOOK_ENV, webhook_host, webhook_problem
 from tuning.sweep.notification import ENDED, FAILED, INTERRUPTED, NotifyError, SweepEnd, notification, post, within
-from tuning.sweep_files import LEDGER, SweepPaths, read_test_looks
+from tuning.sweep_files import LEDGER, SweepPaths, read_test_looks, sweep_looks
 
 LOOKUP_S = 10.0  # the longest the sweep's MLflow run is looked for, for its link, before the notification goes
 
@@ -103,7 +103,7 @@ def sweep_end(status: str, paths: SweepPaths, trials: int, store: Any, sweep_id:
     """What the notification tells, read from the sweep's folder (its ledger, its test look) and its store."""
     searched = [r for r in Ledger(paths.folder / LEDGER).records.values() if r.stage == SEARCH]
     best = best_record(searched)
-    looks = read_test_looks(paths.folder)
+    looks = sweep_looks(read_test_looks(paths.folder))  # a train --look's is never the sweep's verdict
     last = looks[-1] if looks else {}
     verdict = verdict_line(last["test_loss"], last["vs_har"]["test_loss"], last["vs_har"]["dm_pvalue"]) \
         if "vs_har" in last else None

@@ -9,7 +9,7 @@ from tuning.cli.figures import finite, one_look_line, ratio, verdict_line
 from tuning.search.finalists import finalist_scores
 from tuning.search.ledger import TrialRecord, leaderboard
 from tuning.search.param_text import column, other_params_text, params_text
-from tuning.sweep_files import TEST_LOOK, TRAIN_LOOK, read_test_looks
+from tuning.sweep_files import TEST_LOOK, read_test_looks, sweep_looks
 
 
 def print_leaderboard(records: list[TrialRecord]) -> None:
@@ -57,7 +57,8 @@ def print_test_look(test: dict[str, Any] | None, folder: Path) -> None:
         print("test: none (the data have no test segment)")
         return
     kept = read_test_looks(folder)
-    looks, by_train = len(kept), sum(look.get("by") == TRAIN_LOOK for look in kept)
+    looks = len(kept)
+    by_train = looks - len(sweep_looks(kept))  # `train --look`'s: counted, never the sweep's
     scored = f"trial {test['trial_id']}, best.pt of epoch {test['best_epoch']}"
     why = ([] if looks - by_train == 1 else ["each extension whose winner changed looked again"]) + \
         ([f"{by_train} by `train --look`"] if by_train else [])

@@ -5,6 +5,13 @@ The test segment of a sweep's bars is what the sweep held out to judge its winne
 it is scored only with `--look`, and each such scoring is added to the sweep's test.json as a look of its own
 (`by: train`, the run's folder beside it) and said as `look k of n`. Without `--look` the run reports no test
 figures and says how to take them. Other bars, or a configuration that is no sweep's winner: scored as always.
+
+A look is kept as the sweep keeps its own (tuning/sweep/looks_kept.py): with a URI storage the sweep's records are
+fetched first, and a stale folder refused (tuning/sweep/record_copies.py); a sweep being driven now (`sweep`,
+`resume`) is refused, before training and again before the look is written, which holds the sweep's driver mark
+while it is; once in test.json the look is logged to the sweep's MLflow run (counted in test_looks, never its
+headline: tuning/tracking/runs.py) and the records copied to the storage. A store that does not answer loses
+nothing: test.json holds the look, and the sweep's next `resume` logs it.
 """
 
 from __future__ import annotations
@@ -12,8 +19,10 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
-from datetime import datetime, timezone
+import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from model.atomic import write_text_atomic
 from model.data import Dataset
@@ -21,7 +30,33 @@ from tuning.bars_file import sha256_of
 from tuning.cli.figures import one_look_line, verdict_line
 from tuning.errors import UsageError
 from tuning.search.recipe import TrainingRecipe
-from tuning.sweep_files import DEFAULT_STORAGE, MANIFEST, TEST_LOOK, TRAIN_LOOK, read_test_looks, sweep_paths
+from tuning.sweep_files import (
+    DEFAULT_STORAGE,
+    MANIFEST,
+    TEST_LOOK,
+    TRACKING_SPOOL,
+    TRAIN_LOOK,
+    SweepPaths,
+    append_look,
+    sweep_paths,
+)
+
+if TYPE_CHECKING:
+    from tuning.sweep.manifest import SweepManifest
+
+LOOK_SENT_S = 30.0  # how long the look waits for MLflow to take it (then kept in the spool, which `resume` sends)
+
+
+@dataclass(frozen=True)
+class SweepLook:
+    """The sweep whose test.json counts `train --look`'s look: where it lives and its manifest."""
+
+    paths: SweepPaths
+    manifest: SweepManifest
+
+    @property
+    def folder(self) -> Path:
+        return self.paths.folder
 
 
 def add_look_options(parser: argparse.ArgumentParser) -> None:
@@ -44,10 +79,11 @@ def held_out_by(args: argparse.Namespace, config: TrainingRecipe) -> str | None:
     return tuned.sweep if sha256_of(args.data) == tuned.data_sha256 else None
 
 
-def look_folder(args: argparse.Namespace, config: TrainingRecipe, sweep: str | None) -> Path | None:
-    """With --look: the folder of `sweep` (held_out_by), whose test.json counts the run's look; None without it.
-    UsageError for a --look with no sweep's test segment to look at, a sweep not in --storage, and --storage
-    without --look."""
+def look_folder(args: argparse.Namespace, config: TrainingRecipe, sweep: str | None) -> SweepLook | None:
+    """With --look: the sweep `sweep` (held_out_by), whose test.json counts the run's look; None without it. With a
+    URI --storage its records are fetched first (record_copies.fetch_records). UsageError for a --look with no
+    sweep's test segment to look at, a sweep not in --storage, a stale folder (both generations named), a sweep
+    being driven now, and --storage without --look."""
     if not args.look:
         if args.storage is not None:
             raise UsageError("--storage says where the sweep of --look lives, and --look is not given; add --look "
@@ -60,46 +96,102 @@ def look_folder(args: argparse.Namespace, config: TrainingRecipe, sweep: str | N
                f"{args.data} is not the file sweep {tuned.sweep} ran on")
         raise UsageError(f"--look counts a look at the test segment a sweep held out, and {why}; drop --look (the "
                          "test segment of other bars is scored without it)")
+    from tuning.sweep.manifest import SweepManifest
+    from tuning.sweep.record_copies import fetch_records
+
     paths = sweep_paths(args.storage or DEFAULT_STORAGE, sweep)
+    fetch_records(paths)  # a URI storage: the records fetched where the folder is not here, a stale one refused
     if not (paths.folder / MANIFEST).is_file():
         raise UsageError(f"--look adds a look to sweep {sweep}'s {TEST_LOOK}, and {paths.folder} holds no sweep "
                          f"(no {MANIFEST}); pass --storage of the storage the sweep ran in")
-    return paths.folder
+    refuse_running(paths, "nothing was trained")
+    try:
+        manifest = SweepManifest.from_dict(json.loads((paths.folder / MANIFEST).read_text()))
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise UsageError(f"--look adds a look to sweep {sweep}'s {TEST_LOOK}, and its {paths.folder / MANIFEST} is "
+                         f"no sweep manifest ({exc!r}); restore it, or pass --storage of the storage the sweep ran "
+                         "in") from None
+    return SweepLook(paths, manifest)
+
+
+def refuse_running(paths: SweepPaths, kept: str) -> None:
+    """UsageError when a sweep driver (`sweep`, `resume`) is driving `paths`' sweep now: its end reads and writes
+    test.json, and a look added meanwhile could be lost. `kept`: what the line says of this run's work."""
+    from tuning.sweep.driver_mark import running_driver
+
+    if driver := running_driver(paths.folder):
+        raise UsageError(f"--look adds a look to sweep {paths.name}'s {TEST_LOOK}, and the sweep is running "
+                         f"({driver}): a look is never added while a sweep driver may write {TEST_LOOK}; {kept}: run "
+                         "the command again once the sweep has ended or been stopped")
 
 
 def score_test_segment(args: argparse.Namespace, config: TrainingRecipe, data: Dataset, best_epoch: int,
-                       sweep: str | None, folder: Path | None) -> None:
-    """Score --out's best.pt on the test segment into --out/test.json and print it; with `folder` (look_folder)
-    add it to that sweep's test.json as a look; on the test segment `sweep` held out (held_out_by) without
-    --look, score nothing and say how to take the look."""
+                       sweep: str | None, looked: SweepLook | None) -> None:
+    """Score --out's best.pt on the test segment into --out/test.json and print it; with `looked` (look_folder)
+    add it to that sweep's test.json as a look and keep it (keep_look); on the test segment `sweep` held out
+    (held_out_by) without --look, score nothing and say how to take the look."""
     out = args.out
     if not len(data.test_index):
         print("test           none (test_fraction 0): nothing scored on bars the run was not chosen on")
         return
-    if sweep is not None and folder is None:
-        take = shlex.join(["mamba-tune", "train", "--data", str(args.data), "--out", str(out), "--resume", "--look"])
+    if sweep is not None and looked is None:
         print(f"test           not scored: the test segment of these bars is the one sweep {sweep} held out, and "
-              f"scoring it is a look the sweep counts; take it with: {take} (with --storage where the sweep is not "
-              f"in {DEFAULT_STORAGE})")
+              f"scoring it is a look the sweep counts; take it with: {_look_command(args)} (with --storage where "
+              f"the sweep is not in {DEFAULT_STORAGE})")
         return
     from model.holdout import har_squared_errors, score_squared_errors, squared_errors_on_test_segment
-    from model.verdict import versus
+    from model.verdict import overlap, versus
 
-    errors = squared_errors_on_test_segment([out / "best.pt"], data)  # (n_test,)
-    scores = score_squared_errors(errors, data)
     source = f"best.pt, epoch {best_epoch}"
-    if folder is None:  # bars no sweep held out: in the open, as any run's
+    if looked is None:  # bars no sweep held out: in the open, as any run's
+        scores = score_squared_errors(squared_errors_on_test_segment([out / "best.pt"], data), data)
         write_text_atomic(out / "test.json", json.dumps(scores, indent=1))
         print(f"{one_look_line(scores, source)}; in {out}/test.json")
         return
-    horizon = 1 if data.summary["target"] == "close" else data.summary["horizon"]  # bars each target overlaps
-    looks = read_test_looks(folder)
-    look = {"look": len(looks) + 1, "time": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "by": TRAIN_LOOK, "refit": config.tuned.refit, "out": str(Path(out).resolve()),
-            "trial_id": config.tuned.trial, "best_epoch": best_epoch, **scores,
-            "vs_har": versus(errors, har_squared_errors(data), horizon)}
-    write_text_atomic(folder / TEST_LOOK, json.dumps([*looks, look], indent=1))  # counted first, then kept in --out
-    write_text_atomic(out / "test.json", json.dumps(look, indent=1))
-    print(f"look {look['look']} of {look['look']} at the test segment of sweep {sweep}: {one_look_line(scores, source)}"
-          f"; in {folder / TEST_LOOK} and {out}/test.json")
-    print(verdict_line(scores["test_loss"], look["vs_har"]["test_loss"], look["vs_har"]["dm_pvalue"]))
+    from tuning.sweep.driver_mark import driving
+
+    refuse_running(looked.paths, f"the trained run is kept in {out}, its look not taken; take it with "
+                                 f"{_look_command(args)}")  # a sweep resumed while this run trained
+    with driving(looked.folder):  # no `resume` starts while the look is added and kept
+        errors = squared_errors_on_test_segment([out / "best.pt"], data)  # (n_test,)
+        scores = score_squared_errors(errors, data)
+        vs_har = versus(errors, har_squared_errors(data), overlap(data.summary["target"], data.summary["horizon"]))
+        look = append_look(looked.folder, {"by": TRAIN_LOOK, "refit": config.tuned.refit,
+                                           "out": str(Path(out).resolve()), "trial_id": config.tuned.trial,
+                                           "best_epoch": best_epoch, **scores, "vs_har": vs_har})
+        write_text_atomic(out / "test.json", json.dumps(look, indent=1))  # counted first, then kept in --out
+        print(f"look {look['look']} of {look['look']} at the test segment of sweep {sweep}: "
+              f"{one_look_line(scores, source)}; in {looked.folder / TEST_LOOK} and {out}/test.json")
+        print(verdict_line(scores["test_loss"], vs_har["test_loss"], vs_har["dm_pvalue"]))
+        keep_look(looked)
+
+
+def keep_look(looked: SweepLook) -> None:
+    """The look just added kept as the sweep keeps its own (tuning/sweep/looks_kept.py): logged to the sweep's
+    MLflow run, where the store answers (waiting at most LOOK_SENT_S, then spooled for `resume`), and the records
+    copied to a URI storage. A store that cannot be opened is said in one warning line: test.json holds the look,
+    and the sweep's next `resume` logs it."""
+    from tuning.sweep.looks_kept import keep_looks
+    from tuning.sweep.record_copies import copy_records_or_note
+    from tuning.tracking.log import TrackingLog
+    from tuning.tracking.store import first_line, open_store, resolve_store
+
+    paths, manifest = looked.paths, looked.manifest
+    store = resolve_store(manifest.tracking_uri)
+    try:
+        client = open_store(store)
+        experiment = store.experiment_id(client, paths.name)
+    except Exception as exc:  # noqa: BLE001 - unreachable, refused: the look is in test.json whatever the store says
+        print(f"warning: the look is not in MLflow yet ({first_line(exc)}); {paths.folder / TEST_LOOK} holds it, "
+              f"and the sweep's next `mamba-tune resume {paths.name}` logs it", file=sys.stderr)
+        copy_records_or_note(paths)
+        return
+    log = TrackingLog(client, experiment, manifest.sweep_id, paths.folder / TRACKING_SPOOL)
+    keep_looks(paths, log)  # logged, copied, sent (or spooled)
+    log.close(timeout_s=LOOK_SENT_S)
+    copy_records_or_note(paths)  # the spool as the look leaves it
+
+
+def _look_command(args: argparse.Namespace) -> str:
+    return shlex.join(["mamba-tune", "train", "--data", str(args.data), "--out", str(args.out), "--resume", "--look",
+                       *(["--storage", args.storage] if args.storage is not None else [])])

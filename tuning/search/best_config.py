@@ -30,8 +30,9 @@ def write_best_config(space: SweepSpace, best: TrialRecord, sweep_name: str, dat
              f"persistence {best.baseline_persistence:.4f})."]
     if unconfirmed:
         s = confirmed[0]
+        scored = f"mean best val_loss {s.mean:.4f}" if s.n else "none scored yet"
         notes.insert(0, f"UNCONFIRMED: chosen by `best --unconfirmed` with {s.n} of its {s.planned} confirmation "
-                     f"runs scored (mean best val_loss {s.mean:.4f}); the sweep's confirmation is incomplete.")
+                     f"runs scored ({scored}); the sweep's confirmation is incomplete.")
     elif confirmed:
         s = confirmed[0]
         notes.append(f"Confirmed over seeds and folds: mean best val_loss {s.mean:.4f} +- {s.std:.4f} (n={s.n}) over "

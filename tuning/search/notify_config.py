@@ -48,7 +48,7 @@ def webhook_problem(url: Any) -> str | None:
     if parts.scheme.lower() not in SCHEMES:
         scheme = parts.scheme if re.fullmatch(r"[A-Za-z][\w+.-]{0,9}", parts.scheme) else "another scheme"
         return f"webhook must be http or https, got {scheme if parts.scheme else 'no scheme'!r}; give http(s)://HOST/PATH"
-    if userinfo_in(url.strip()) is not None:  # as urllib or SQLAlchemy reads it: bob:pa/ss@host included
+    if userinfo_in(url.strip()) is not None:  # as urllib reads it, and bob:pa/ss@host (a port that is no number)
         return ("webhook holds a user:password@ before its host, which would be kept and shown with it; "
                 "use a URL whose secret is in its path, as Slack's are")
     try:

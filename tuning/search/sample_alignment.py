@@ -8,7 +8,8 @@ winner would rank losses of different sets. So every Dataset of the sweep (the s
 confirmation run's fold, the look's) is built with data.align_window set to the longest window a trial of the space
 (or the space's own run.data.window, its shared Dataset's) reads: the same training, validation and test samples,
 the same scaling and HAR, one baseline_har per fold for the whole sweep. A sweep that searches no setting moving
-samples is left as it is (align_window None).
+samples is left as it is (align_window None). A sweep of data.window that an earlier mamba-tune started, its
+samples cut without alignment, cannot continue: `resume` refuses it (tuning/sweep/sweep_data.py).
 
 The other searchable data setting, data.residual_to, changes a trial's inputs, not its samples; data.horizon,
 data.target and the fractions, which would, cannot be searched (tuning/search/searchable.py).

@@ -36,7 +36,8 @@ class FloatRange:
     def values(self) -> tuple[float, ...]:
         """The grid's values, low, low + step, ... up to high (a range with step only)."""
         assert self.step, "a continuous range has no grid of values"
-        return tuple(self.low + i * self.step for i in range(int((self.high - self.low) / self.step + 1e-9) + 1))
+        count = int((self.high - self.low) / self.step + 1e-9) + 1
+        return tuple(min(self.low + i * self.step, self.high) for i in range(count))  # high itself, not high + rounding
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,9 @@ alone: its space is read with `data: {leverage_lookbacks: []}`.
 
 A webhook URL (a secret) is never kept: `webhook_set` is there, true, when the sweep was started with one, and its
 space has no `notify` section. A file written by an older version may hold the URL in `space.notify.webhook`: it is
-read into `legacy_webhook` (never written back: the next write of the file drops it) and the space is read without
-it; `resume` tells that webhook once and writes the file without it (docs/notifications.md).
+read into `legacy_webhook` (never written back: the next write of the file drops it), `webhook_set` is true, and the
+space is read without its notify section; `resume` tells that webhook once and writes the file without it
+(docs/notifications.md). A notify section with no URL in it (`notify: null`, no `webhook`) set no webhook.
 """
 
 from __future__ import annotations
@@ -75,8 +76,9 @@ class SweepManifest:
         if isinstance(values.get("space"), dict) and "notify" in values["space"]:  # an older version kept the URL
             notify = values["space"]["notify"]
             legacy = notify.get("webhook") if isinstance(notify, dict) else None
-            values = {**values, "space": _without_notify(values["space"]), "webhook_set": True,
-                      "legacy_webhook": legacy if isinstance(legacy, str) else None}
+            legacy = legacy if isinstance(legacy, str) and legacy.strip() else None  # notify: null set none
+            values = {**values, "space": _without_notify(values["space"]), "legacy_webhook": legacy,
+                      "webhook_set": bool(values.get("webhook_set")) or legacy is not None}
         if "residual_to" not in values["data_identity"]:
             values = {**values, "space": _pinned_inputs(values["space"], vol_lookbacks=[], residual_to="none")}
         if "leverage_lookbacks" not in values["data_identity"]:

@@ -18,23 +18,20 @@ entry is added, never replaced.
 
 from __future__ import annotations
 
-import json
 import math
 import tempfile
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from model.atomic import write_text_atomic
 from model.data import Dataset
 from model.holdout import har_squared_errors, score_ensemble, score_squared_errors, squared_errors_on_test_segment
-from model.verdict import versus
+from model.verdict import overlap, versus
 from tuning.search.ledger import TrialRecord
 from tuning.search.space import SweepSpace
 from tuning.sweep.trial_files import stage_record_best, storage_filesystem
-from tuning.sweep_files import TEST_LOOK, latest_look, read_test_looks
+from tuning.sweep_files import append_look, latest_look
 
 
 class LookFailed(Exception):
@@ -58,11 +55,8 @@ def look_at_test_segment(folder: Path, ray_storage: str, train_storage: str, win
     kept = latest_look(folder, winner.trial_id)
     if kept is not None:
         return kept
-    looks = read_test_looks(folder)
-    look = {"look": len(looks) + 1, "time": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "trials": trials, **score(ray_storage, train_storage, winner, data, members, initial, initial_data)}
-    write_text_atomic(folder / TEST_LOOK, json.dumps([*looks, look], indent=1))
-    return look
+    return append_look(folder, {"trials": trials, **score(ray_storage, train_storage, winner, data, members, initial,
+                                                          initial_data)})
 
 
 def score(ray_storage: str, train_storage: str, winner: TrialRecord, data: Dataset, members: list[TrialRecord],
@@ -74,7 +68,7 @@ def score(ray_storage: str, train_storage: str, winner: TrialRecord, data: Datas
     versus)}, the winner's loss over the reference's;
     vs_initial with n_test too where the initial trial trained on other data settings (`initial_data`)."""
     fs = storage_filesystem(ray_storage)
-    horizon = 1 if data.summary["target"] == "close" else data.summary["horizon"]  # bars each target overlaps
+    horizon = overlap(data.summary["target"], data.summary["horizon"])
     with tempfile.TemporaryDirectory(prefix="mamba-tune-test-") as tmp:
         best = stage_record_best(fs, train_storage, winner, Path(tmp) / "best.pt")
         if best is None:

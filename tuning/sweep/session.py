@@ -38,7 +38,7 @@ import ray.tune
 
 from model.atomic import write_text_atomic
 from model.bars import read_bars
-from model.data import DataConfig, Dataset, dataset_for, load_dataset
+from model.data import Dataset
 from model.training import data_identity
 from tuning.bars_file import bars_identity
 from tuning.cluster.autoscaler import launchable_nodes
@@ -50,7 +50,7 @@ from tuning.search.ledger import Ledger, TrialRecord
 from tuning.search.resources import HEAD_RESOURCE, TRIAL_DRIVER_RESOURCES, TrialPlan, fullest_plan
 from tuning.search.scheduler import GatedASHA
 from tuning.search.searcher import fail_lost_trials, make_searcher
-from tuning.search.space import SweepSpace, parse_space, searches_data, with_params
+from tuning.search.space import SweepSpace, parse_space, searches_data
 from tuning.sweep import orphan_groups
 from tuning.sweep.confirmation import confirmation_runs, record_in_study, run_confirmation
 from tuning.sweep.looks_kept import keep_looks
@@ -60,6 +60,7 @@ from tuning.sweep.one_look import initial_trial, look_at_test_segment, look_due
 from tuning.sweep.ray_env import hand_nothing_on, sweep_env, tune_actors_get_their_env
 from tuning.sweep.record_copies import copy_records_or_note, earlier_folders, follow_move
 from tuning.sweep.report_relay import start_relay
+from tuning.sweep.sweep_data import data_of, data_settings, resumed_data
 from tuning.sweep.trainable import TrialSetup, run_trial
 from tuning.sweep.trial_files import SweepCurves, remove_best_snapshots, storage_filesystem
 from tuning.sweep.trial_lifecycle import ACTIVE, SweepCallback, active_key
@@ -147,18 +148,7 @@ def load_for_resume(paths: SweepPaths, manifest: SweepManifest) -> tuple[SweepPa
                              "and give sweeps that must outlive their head --study-url postgresql://HOST/DB")
         follow_move(paths)
     space = parse_space(manifest.space, str(paths.folder / MANIFEST))
-    data = load_dataset(manifest.data, space.run.data)  # a path, or a URI read again (model/bars_location.py)
-    if data_identity(data, keys=manifest.data_identity) != manifest.data_identity:
-        if space.run.data.align_window is not None and data_identity(load_dataset(manifest.data, DataConfig.from_dict(
-                {**space.run.data.to_dict(), "align_window": None})), keys=manifest.data_identity) == \
-                manifest.data_identity:  # the same bars, validated as a version before sample_alignment.py did
-            raise UsageError(f"sweep {paths.name!r} searches data.window and was started by an earlier mamba-tune, "
-                             "which validated each window on its own samples; a sweep now scores every trial on the "
-                             "samples of its longest window, so it cannot continue; finish it with that version or "
-                             "start it again")
-        raise UsageError(f"{manifest.data} has changed since sweep {paths.name!r} started, so its trials "
-                         "cannot continue on it; restore the file or start a new sweep")
-    return paths, space, data
+    return paths, space, resumed_data(paths.name, manifest, space.run.data)  # refused when its samples changed
 
 
 def start_ray(address: str | None, dashboard: bool = False) -> bool:
@@ -342,16 +332,6 @@ def end_lost_trials(paths: SweepPaths) -> None:
         fail_lost_trials(paths.study_url, paths.name)
     except Exception as exc:  # noqa: BLE001 - the sweep's results stand; the study is only behind
         note(f"optuna: could not end the trials a killed driver left running ({first_line(exc)})")
-
-
-def data_of(space: SweepSpace, data: Dataset, params: dict[str, Any]) -> Dataset:
-    """The Dataset a trial with these parameters trained on: the sweep's, unless it searched data settings."""
-    return dataset_for(data, space.run.data, data_settings(space, params))
-
-
-def data_settings(space: SweepSpace, params: dict[str, Any]) -> DataConfig:
-    """The data settings a trial with these parameters trained on."""
-    return with_params(space.run, params).data
 
 
 def _trial_setup(paths: SweepPaths, space: SweepSpace, data: Dataset, plan: TrialPlan) -> TrialSetup:

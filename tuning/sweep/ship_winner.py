@@ -21,7 +21,7 @@ from tuning.search.recipe import TrainingRecipe
 from tuning.sweep.manifest import SweepManifest
 from tuning.sweep.trial_files import final_checkpoint, read_history, stage_best, stage_record_best, storage_filesystem
 from tuning.sweep_files import latest_look, read_test_looks
-from tuning.tracking.registry import CONFIRMATION_TAG, LOOK_TAG, NO_LOOK, Shipment
+from tuning.tracking.registry import CONFIRMATION_TAG, JUDGED_TAG, NO_LOOK, Shipment
 from tuning.tracking.runs import find_sweep_run
 from tuning.tracking.store import resolve_store
 
@@ -54,7 +54,7 @@ def stage_winner(folder: Path, manifest: SweepManifest, winner: TrialRecord, con
         tags["mamba_tune.data_sha256"] = manifest.bars_sha256
     test = latest_look(folder, winner.trial_id)
     looks = len(read_test_looks(folder))  # none for this winner: `best --register --no-look` (tuning/cli/best.py)
-    tags[LOOK_TAG] = NO_LOOK if test is None else f"look {test.get('look', looks)} of {looks}"
+    tags[JUDGED_TAG] = NO_LOOK if test is None else f"look {test.get('look', looks)} of {looks}"
     if test is not None:
         scored = test.get("ensemble") if others else test
         if scored is not None:

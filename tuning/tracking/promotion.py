@@ -25,7 +25,6 @@ challenger, and never ends FINISHED before it says which.
 
 from __future__ import annotations
 
-import math
 import tempfile
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -36,7 +35,7 @@ import numpy as np
 
 from model.bars import Bars
 from model.comparison import Comparison, compare_forecasts
-from model.diebold_mariano import diebold_mariano
+from model.verdict import overlap, versus
 from tuning.errors import UsageError
 from tuning.tracking.lineage import bars_input, dataset_input
 from tuning.tracking.registry import DEFAULT_EXPERIMENT, FIRST_BAR_TAG, LAST_BAR_TAG, bars_frame, mlflow_settings
@@ -77,19 +76,16 @@ class Verdict:
     alpha: float | None = None  # the level the challenger had to beat the champion at (None: a lower loss is enough)
 
 
-def versus(comparison: Comparison, target: str, horizon: int) -> dict[str, Versus]:
-    """The challenger tested against the champion (when there is one) and HAR, on the scored samples; a target
-    `horizon` bars ahead overlaps the next horizon - 1 (a close target: none)."""
-    overlap = 1 if target == "close" else horizon
+def challenger_tests(comparison: Comparison, target: str, horizon: int) -> dict[str, Versus]:
+    """The challenger tested against the champion (when there is one) and HAR, on the scored samples: model/verdict.py's
+    versus, over the bars each target overlaps (overlap), its statistic and p-value (NaN where the test cannot be
+    made: too few samples for the horizon, a non-finite error; the losses still stand)."""
     errors = {name: (f - comparison.target) ** 2 for name, f in comparison.forecasts.items()}  # each (n_scored,)
     tests = {}
     for reference in (CHAMPION, "har"):
         if reference in errors:
-            try:
-                test = diebold_mariano(errors[CHALLENGER], errors[reference], overlap)
-                tests[reference] = Versus(test.stat, test.pvalue)
-            except ValueError:  # too few samples for the horizon, a non-finite error: the losses still stand
-                tests[reference] = Versus(math.nan, math.nan)
+            judged = versus(errors[CHALLENGER], errors[reference], overlap(target, horizon))
+            tests[reference] = Versus(judged["dm_stat"], judged["dm_pvalue"])
     return tests
 
 
@@ -170,7 +166,7 @@ def promote(store: TrackingStore, name: str, bars: Bars, experiment: str = DEFAU
         comparison = compare_forecasts(bars, challenger.target, challenger.horizon, forecasts)
     except ValueError as exc:
         raise UsageError(f"--data {bars.path}: {exc}; give more bars") from None
-    tests = versus(comparison, challenger.target, challenger.horizon)
+    tests = challenger_tests(comparison, challenger.target, challenger.horizon)
     promoted = champion is None or (comparison.losses[CHALLENGER] < comparison.losses[CHAMPION] and (
         alpha is None or tests[CHAMPION].pvalue < alpha))  # a NaN p-value is never below alpha
     run_id = _record(store, client, name, experiment, bars, challenger, champion, comparison, tests, alpha)  # (1)

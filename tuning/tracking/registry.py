@@ -14,7 +14,7 @@
                            only later bars); an alias (e.g. challenger) when one is given
     `best --register` logs a sweep's winner the same way (tuning/sweep/ship_winner.py): its trial's best.pt,
     no training; the run tags name the sweep, the trial, the data digest, the val and test losses, and
-    which look at the test segment judged it (mamba_tune.test_look=none: registered with --no-look).
+    which look at the test segment judged it (mamba_tune.judged_by=none: registered with --no-look).
 
 Loading needs neither mamba-tune nor this repository: mlflow.pyfunc.load_model("models:/<name>/<N>"), or
 "models:/<name>@<alias>".
@@ -47,7 +47,7 @@ from tuning.tracking.store import EPOCH_METRICS, TrackingStore
 
 DEFAULT_EXPERIMENT = "production"
 CONFIRMATION_TAG = "mamba_tune.confirmation"  # a sweep winner's: confirmed, or unconfirmed (`best --unconfirmed`)
-LOOK_TAG = "mamba_tune.test_look"  # a sweep winner's: "look K of N" at the test segment, or NO_LOOK
+JUDGED_TAG = "mamba_tune.judged_by"  # a sweep winner's: "look K of N" at the test segment, or NO_LOOK
 NO_LOOK = "none"  # registered by `best --register --no-look`: never scored on the test segment
 DIGEST_TAG = "mamba_tune.data_digest"  # the run's and version's: the bars' digest (tuning/tracking/lineage.py)
 FIRST_BAR_TAG = "mamba_tune.data_first_bar_ns"  # a version's tag: the first bar (int64 ns, UTC) of the bars it

@@ -9,9 +9,11 @@
                                   once confirmed, the winner's look at the test segment (log_test_look):
                                   test_loss, test_baseline_har, test_baseline_persistence, test_baseline_mean,
                                   n_test, test_ratio_har, test_dm_stat_har, test_dm_pvalue_har,
-                                  test_dm_lags_har, test_dm_{stat,pvalue,lags}_wide_har,
-                                  test_ratio_initial, test_dm_pvalue_initial, test_looks; tag
-                                  mamba_tune.test_look (done | failed: <why>)
+                                  test_dm_lags_har, test_dm_fallback_har,
+                                  test_dm_{stat,pvalue,lags,fallback}_wide_har, test_ratio_initial,
+                                  test_dm_pvalue_initial; test_looks, counting train --look's
+                                  looks too (which log nothing else); tag mamba_tune.test_look
+                                  (done | failed: <why>)
         run "<trial> lr .. wd .."  tag mlflow.parentRunId; params learning_rate, weight_decay,
           (one per trial)          batch_size and the fixed data/model/train settings; metrics
                                    every epoch with step=epoch (0: before training); tags trial_id,
@@ -45,6 +47,7 @@ from tuning.search.ledger import TrialRecord, best_record, leaderboard
 from tuning.search.param_text import other_params_text
 from tuning.search.searchable import resolve
 from tuning.search.space import Choice, SweepSpace, searched, with_params
+from tuning.sweep_files import sweep_looks
 from tuning.tracking.lineage import BarsInput, bars_input
 from tuning.tracking.log import SWEEP_KEY, TrackingLog, note
 from tuning.tracking.ops import KEY_TAG, LOOKS_MARKER, SWEEP_TAG
@@ -55,6 +58,8 @@ RUN_STATUS = {"completed": "FINISHED", "asha": "FINISHED", "gate": "FINISHED", "
               "invalid": "FINISHED"}
 TEST_METRICS = ("test_loss", "baseline_har", "baseline_persistence", "baseline_mean", "n_test")  # of test.json
 LOOK_TAG = "mamba_tune.test_look"  # done | failed: <why>
+HAR_VERDICT = ("ratio", "dm_stat", "dm_pvalue", "dm_lags", "dm_fallback", "dm_stat_wide", "dm_pvalue_wide",
+               "dm_lags_wide", "dm_fallback_wide")  # of a look's vs_har, logged as test_<key>_har
 CLOSE_TIMEOUT_S = 60.0  # how long the end of a sweep waits for an unreachable store before spooling
 
 
@@ -132,19 +137,25 @@ def close_sweep(tracking: SweepTracking, records: list[TrialRecord], interrupted
 
 
 def log_test_look(log: TrackingLog, looks: list[dict[str, Any]], failure: str | None) -> None:
-    """Every look at the test segment (test.json's, the first first) on the sweep's run, look k at step k - 1:
-    test_loss, test_baseline_*, n_test, test_ratio_har, test_dm_stat_har, test_dm_pvalue_har (and test_dm_lags_har,
-    test_dm_stat_wide_har, test_dm_pvalue_wide_har, test_dm_lags_wide_har: the wide statistic), test_ratio_initial,
-    test_dm_pvalue_initial, and test_looks (k: the newest says how many there are). A step the run holds is not
-    logged again, so logging them all on every `resume` costs nothing and leaves MLflow with each look of test.json
-    once. The tag mamba_tune.test_look says `done` or `failed: <why>` (a failed look is tried again by `resume`)."""
+    """Every look at the test segment (test.json's, the first first) on the sweep's run, look k at step k - 1, with
+    test_looks (k: the newest says how many there are). A look the sweep took at its winner (sweep_looks) logs its
+    figures too: test_loss, test_baseline_*, n_test, test_ratio_har, test_dm_stat_har, test_dm_pvalue_har (and
+    test_dm_lags_har, test_dm_fallback_har: 1 where the test fell back to h = 1, 0 where not; test_dm_stat_wide_har,
+    test_dm_pvalue_wide_har, test_dm_lags_wide_har, test_dm_fallback_wide_har: the wide statistic),
+    test_ratio_initial, test_dm_pvalue_initial. A look `train --look` took (by TRAIN_LOOK: a model trained again,
+    not the sweep's winner) logs test_looks alone: it counts, and the run's test_loss and verdict stay the sweep's
+    (its figures are in test.json and the train run's --out). A step the run holds is not logged again, so
+    logging them all on every `resume` costs nothing and leaves MLflow with each look of test.json once. The tag
+    mamba_tune.test_look says `done` or `failed: <why>` (a failed look is tried again by `resume`)."""
     for number, look in enumerate(looks, start=1):
         number = int(look.get("look", number))
-        metrics = {f"test_{k}" if k.startswith("baseline_") else k: float(look[k]) for k in TEST_METRICS if k in look}
-        for reference, keys in (("har", ("ratio", "dm_stat", "dm_pvalue", "dm_lags", "dm_stat_wide", "dm_pvalue_wide",
-                                          "dm_lags_wide")), ("initial", ("ratio", "dm_pvalue"))):
-            versus = look.get(f"vs_{reference}") or {}
-            metrics.update({f"test_{k}_{reference}": float(versus[k]) for k in keys if k in versus})
+        metrics = {}
+        if sweep_looks([look]):
+            metrics = {f"test_{k}" if k.startswith("baseline_") else k: float(look[k]) for k in TEST_METRICS
+                       if k in look}
+            for reference, keys in (("har", HAR_VERDICT), ("initial", ("ratio", "dm_pvalue"))):
+                versus = look.get(f"vs_{reference}") or {}
+                metrics.update({f"test_{k}_{reference}": float(versus[k]) for k in keys if k in versus})
         log.log_epoch(SWEEP_KEY, number - 1, {**metrics, LOOKS_MARKER: float(number)})
     log.set_tags(SWEEP_KEY, {LOOK_TAG: f"failed: {failure}" if failure else "done"})
 

@@ -59,7 +59,7 @@ def test_best_unconfirmed_hands_over_the_best_finalist_so_far_marked_unconfirmed
     version = client.get_model_version("mt-unconfirmed", "1")
     for tags in (version.tags, client.get_run(version.run_id).data.tags):
         assert tags["mamba_tune.confirmation"] == "unconfirmed"
-        assert tags["mamba_tune.test_look"] == "look 1 of 1"  # the sweep's look scored this finalist
+        assert tags["mamba_tune.judged_by"] == "look 1 of 1"  # the sweep's look scored this finalist
 
     trained = run_cli("train", "--data", bars, "--config", tmp_path / "best.yaml", "--epochs", "1", "--out",
                       tmp_path / "prod", "--register", "mt-unconfirmed", "--tracking-uri", uri)
@@ -89,7 +89,7 @@ def test_best_without_a_look_says_so_and_register_needs_no_look(finished_sweep, 
     client = mlflow.MlflowClient(uri)
     version = client.get_model_version("mt-unjudged", "1")
     for tags in (version.tags, client.get_run(version.run_id).data.tags):
-        assert tags["mamba_tune.test_look"] == "none" and "mamba_tune.test_loss" not in tags
+        assert tags["mamba_tune.judged_by"] == "none" and "mamba_tune.test_loss" not in tags
 
 
 def test_a_winner_is_registered_and_refitted_only_with_the_bars_it_was_tuned_on(finished_sweep, bars, tmp_path):

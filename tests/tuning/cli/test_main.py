@@ -49,7 +49,15 @@ SECRET = "https://hooks.slack.com/services/T000/B000/" + "S3CR3TT0K3N"  # a webh
      r"^error: .* d_model must be a positive integer, got <--set run\.model\.d_model>$"),
     (["model", "--set", f"backend={SECRET}"], r"^error: model setting: .*<--set backend>"),
     (["space", "keys", "--notfy", SECRET], r"^error: unrecognized arguments: --notfy \(their values not repeated\)"),
-], ids=["webhook by --set", "a value where a number goes", "model --set", "a mistyped --notify"])
+    (["space", "show", "search_spaces/smoke.yaml", "--se", f"notify.webhook={SECRET}"],
+     r"^error: unrecognized arguments: --se \(their values not repeated\)"),
+    (["space", "show", "search_spaces/smoke.yaml", f"--se=notify.webhook={SECRET}"],
+     r"^error: unrecognized arguments: --se \(their values not repeated\)"),
+    (["space", "--se", f"notify.webhook={SECRET}"],
+     r"^error: argument space_command: invalid choice: <a value, not repeated> \(choose from 'keys', 'show'\)"),
+    (["model", f"-h{SECRET}"], r"^error: argument -h/--help: ignored explicit argument <a value, not repeated>"),
+], ids=["webhook by --set", "a value where a number goes", "model --set", "a mistyped --notify", "--set abbreviated",
+        "--set= abbreviated", "a value where a subcommand goes", "a value glued to -h"])
 def test_main_never_repeats_a_set_value_or_an_unknown_arguments_value_in_its_error(args, match, capsys):
     from tuning.cli.main import main
 
@@ -57,3 +65,19 @@ def test_main_never_repeats_a_set_value_or_an_unknown_arguments_value_in_its_err
     err = capsys.readouterr().err
     assert re.match(match, err) and err.count("\n") == 1, err
     assert "S3CR3TT0K3N" not in err
+
+
+def test_build_parser_takes_no_option_by_a_prefix_in_any_subcommand():
+    import argparse
+
+    from tuning.cli.main import build_parser
+
+    def parsers(parser):
+        yield parser
+        for action in parser._actions:  # the subcommands' parsers: argparse gives no public way to them
+            if isinstance(action, argparse._SubParsersAction):
+                for sub in action.choices.values():
+                    yield from parsers(sub)
+
+    found = list(parsers(build_parser()))
+    assert len(found) > 10 and all(not parser.allow_abbrev for parser in found)

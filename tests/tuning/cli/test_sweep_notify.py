@@ -19,7 +19,7 @@ from tuning.errors import UsageError
 from tuning.search.ledger import Ledger, TrialRecord
 from tuning.search.notify_config import NotifyConfig
 from tuning.sweep.notification import DEADLINE_S
-from tuning.sweep_files import LEDGER, TEST_LOOK, sweep_paths
+from tuning.sweep_files import LEDGER, TEST_LOOK, TRAIN_LOOK, sweep_paths
 
 HINT = "mamba-tune resume t --storage S"
 WEBHOOK_BASE = "https://hooks.slack.com/services/T000/B000"
@@ -69,6 +69,18 @@ def test_notified_tells_an_ended_sweep_its_trials_best_and_verdict(webhook, path
                     "verdict": verdict, "error": None,
                     "mlflow": {"uri": "http://mlflow.example:5000", "run_id": None, "link": None}}
     assert capsys.readouterr().err == ""
+
+
+def test_sweep_end_tells_the_sweeps_own_verdict_never_a_train_looks(paths):
+    """A look `train --look` took after the sweep's (a model trained again) counts, and is never the sweep's verdict."""
+    (own,) = json.loads((paths.folder / TEST_LOOK).read_text())
+    train = {"look": 2, "by": TRAIN_LOOK, "trial_id": "t_1", "test_loss": 0.9,
+             "vs_har": {"test_loss": 0.431, "dm_pvalue": 0.5}}
+    (paths.folder / TEST_LOOK).write_text(json.dumps([own, train]))
+    end = sweep_notify.sweep_end("ended", paths, 3, STORE, "sweep-id", HINT)
+    assert end.verdict == "test segment: winner 0.412 vs HAR 0.431 (-4.4%, DM p=0.03): better than HAR"
+    (paths.folder / TEST_LOOK).write_text(json.dumps([train]))  # only a train look: the sweep has no verdict
+    assert sweep_notify.sweep_end("ended", paths, 3, STORE, "sweep-id", HINT).verdict is None
 
 
 def test_notified_tells_an_interrupted_sweep_by_its_exit_code_or_ctrl_c(webhook, paths):

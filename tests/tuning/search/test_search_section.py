@@ -110,3 +110,9 @@ def test_optuna_samples_a_stepped_int_range_on_its_grid():
     study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
     values = {study.ask(optuna_space(space)).params["data.window"] for _ in range(40)}
     assert values <= set(range(32, 257, 32)) and len(values) > 4
+
+
+def test_a_stepped_float_range_ends_on_its_high_exactly_and_loads():
+    spec = FloatRange(low=0.05, high=0.06, step=0.01)  # 0.05 + 0.01 is 0.060000000000000005 in binary
+    assert spec.values() == (0.05, 0.06)
+    space_of({"weight_decay": {"low": 0.05, "high": 0.06, "step": 0.01}})  # its high is accepted, not refused

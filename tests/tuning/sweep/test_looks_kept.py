@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import mlflow
 import pytest
@@ -35,6 +36,10 @@ def looks_in_mlflow(uri: str) -> dict[int, float]:
 def test_a_sweeps_end_that_fails_after_its_look_leaves_it_in_mlflow_and_in_the_storage_copy(finished_sweep,
                                                                                             tmp_path, monkeypatch):
     storage, uri = copy_sweep(finished_sweep, tmp_path)
+    # A fresh MLflow store: the copy's already holds the look (step 0, the same test_loss), which only the sweep's
+    # end under test may log here.
+    Path(uri.removeprefix("sqlite:///")).unlink()
+    assert mlflow.MlflowClient(uri).get_experiment_by_name("t") is None
     folder, bucket = storage / "t", tmp_path / "bucket"
     (look,) = json.loads((folder / TEST_LOOK).read_text())
     (folder / TEST_LOOK).unlink()  # the look not yet taken: the sweep's end takes it

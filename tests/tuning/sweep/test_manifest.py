@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tuning.sweep.manifest import SweepManifest
 
 OLDER = {"name": "t", "data": "/data/bars.parquet", "space": {"name": "t"}, "trials": 5, "ray_storage": "/s/t",
@@ -91,3 +93,16 @@ def test_manifest_of_an_older_version_that_kept_the_webhook_url_reads_it_once_an
     assert manifest.legacy_webhook == WEBHOOK and manifest.webhook_set and "notify" not in manifest.space
     assert "S3CR3TT0K3N" not in json.dumps(manifest.to_dict()) + repr(manifest)
     assert "S3CR3TT0K3N" not in json.dumps(manifest.extended(8).to_dict())
+
+
+@pytest.mark.parametrize("notify", [None, {}, {"webhook": None}, {"webhook": ""}, {"webhook": 5}, "none"],
+                         ids=["null", "empty", "webhook null", "webhook empty", "webhook no string", "no mapping"])
+def test_manifest_of_an_older_version_with_a_notify_section_but_no_url_set_no_webhook(notify):
+    manifest = SweepManifest.from_dict({**OLDER, "space": {"name": "t", "notify": notify}})
+    assert not manifest.webhook_set and manifest.legacy_webhook is None and "notify" not in manifest.space
+    assert "webhook_set" not in manifest.to_dict()
+
+
+def test_manifest_that_says_a_webhook_was_set_keeps_it_whatever_its_notify_section():
+    manifest = SweepManifest.from_dict({**OLDER, "space": {"name": "t", "notify": None}, "webhook_set": True})
+    assert manifest.webhook_set and manifest.legacy_webhook is None

@@ -1,6 +1,6 @@
 """One validation set for every trial: two trials of a sweep searching data.window, their Datasets built as a trial's
 workers build them (tuning/sweep/trial_worker.py), score the same samples with the same HAR; so do a finalist's
-confirmation runs on a later fold, and the look's Datasets (tuning/sweep/session.py data_of)."""
+confirmation runs on a later fold, and the look's Datasets (tuning/sweep/sweep_data.py data_of)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from tests.bars import write_bars
 from tuning.search.recipe import TrainingRecipe
 from tuning.search.space import parse_space, with_params
 from tuning.sweep import trial_worker
-from tuning.sweep.session import data_of
+from tuning.sweep.sweep_data import data_of
 
 WINDOWS = (32, 256)
 SPACE = {"search": {"learning_rate": {"low": 1e-4, "high": 1e-2, "log": True},

@@ -160,7 +160,8 @@ def test_sweep_logs_every_trial_to_mlflow_as_a_nested_run(finished_sweep, bars, 
         "test_baseline_persistence": look["baseline_persistence"], "test_baseline_mean": look["baseline_mean"],
         "test_ratio_har": look["vs_har"]["ratio"], "test_dm_stat_har": look["vs_har"]["dm_stat"],
         "test_dm_pvalue_har": look["vs_har"]["dm_pvalue"], "test_ratio_initial": look["vs_initial"]["ratio"],
-        **{f"test_{k}_har": look["vs_har"][k] for k in ("dm_lags", "dm_stat_wide", "dm_pvalue_wide", "dm_lags_wide")},
+        **{f"test_{k}_har": look["vs_har"][k] for k in ("dm_lags", "dm_fallback", "dm_stat_wide", "dm_pvalue_wide",
+                                                        "dm_lags_wide", "dm_fallback_wide")},
         "test_dm_pvalue_initial": look["vs_initial"]["dm_pvalue"], "test_looks": 1}
     assert parent.data.tags["mamba_tune.test_look"] == "done"
     assert not (storage / "t" / "tracking").exists() and not (storage / "t" / "tracking-pending.jsonl").exists()

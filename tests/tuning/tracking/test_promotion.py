@@ -325,3 +325,29 @@ def test_cli_promote_prints_the_diebold_mariano_tests_and_with_alpha_keeps_a_cha
         assert f"  challenger vs {label:<12} Diebold-Mariano stat {stat:+.3f}, p {pvalue:.3g}\n" in printed
     assert f"{name} version 1 stays the champion: version 2's loss is lower, not beyond noise (DM p=" in printed
     assert champion_of(store, name) == "1"
+
+
+def test_challenger_tests_are_model_verdicts_versus_over_the_targets_overlap():
+    """promote's tests are the sweep's (model/verdict.py versus), over the bars each target overlaps; NaN, never
+    an error, where a test cannot be made."""
+    from types import SimpleNamespace
+
+    from model.verdict import versus
+    from tuning.tracking.promotion import challenger_tests
+
+    rng = np.random.default_rng(3)
+    target = rng.standard_normal(300)
+    forecasts = {"challenger": target + 0.3 * rng.standard_normal(300),
+                 "champion": target + 0.35 * rng.standard_normal(300), "har": target + 0.5 * rng.standard_normal(300)}
+    comparison = SimpleNamespace(target=target, forecasts=forecasts)
+    errors = {k: (f - target) ** 2 for k, f in forecasts.items()}
+    for kind, horizon, over in (("realized_vol", 6, 6), ("close", 6, 1)):
+        tests = challenger_tests(comparison, kind, horizon)
+        assert set(tests) == {"champion", "har"}
+        for reference, test in tests.items():
+            judged = versus(errors["challenger"], errors[reference], over)
+            torch.testing.assert_close(torch.tensor([test.stat, test.pvalue], dtype=torch.float64),
+                                       torch.tensor([judged["dm_stat"], judged["dm_pvalue"]], dtype=torch.float64))
+    few = SimpleNamespace(target=target[:4], forecasts={k: f[:4] for k, f in forecasts.items() if k != "champion"})
+    (only,) = challenger_tests(few, "realized_vol", 6).values()  # 4 samples, a 6-bar horizon: no test
+    assert np.isnan(only.stat) and np.isnan(only.pvalue)
