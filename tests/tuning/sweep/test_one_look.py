@@ -24,6 +24,7 @@ def looks(storage) -> list[dict]:
     return json.loads((storage / "t" / "test.json").read_text())
 
 
+@pytest.mark.faults  # a driver killed before its look
 def test_resume_takes_the_look_a_killed_driver_left_undone_and_nothing_else(finished_sweep, tmp_path):
     storage, uri = copy_sweep(finished_sweep, tmp_path)
     (look,) = looks(storage)
@@ -51,6 +52,7 @@ def test_resume_takes_the_look_a_killed_driver_left_undone_and_nothing_else(fini
     assert state_listed(storage) == "finished"
 
 
+@pytest.mark.faults  # a look that fails
 def test_a_failed_look_is_said_and_tagged_and_resume_tries_it_again(finished_sweep, tmp_path):
     storage, uri = copy_sweep(finished_sweep, tmp_path)
     (look,) = looks(storage)
