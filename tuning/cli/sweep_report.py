@@ -45,7 +45,8 @@ def print_finalists(records: list[TrialRecord], space: Any) -> None:
     for rank, s in enumerate(scores, start=1):
         p = s.record.params
         runs = f"runs {s.n}/{s.planned}" + ("" if s.complete else " unconfirmed")
-        val = f"val {s.mean:.4f} +- {s.std:.4f}" if s.n else "val -"
+        spread = f" +- {s.std:.4f}" if s.n > 1 else ""  # one run has no spread to show
+        val = f"val {s.mean:.4f}{spread}" if s.n else "val -"
         print(f"{rank:<3}{short(s.record.trial_id):<14}{params_text(p)}  "
               f"{val} ({runs})  search alone {s.search_loss:.4f}")
 

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tuning.cli.sweep_report import print_test_look
+from tests.tuning.search.test_finalists import record
+from tests.tuning.sweeps import SPACE
+from tuning.cli.sweep_report import print_finalists, print_test_look
+from tuning.search.space import parse_space
 
 LOOK = {"trial_id": "w1", "best_epoch": 3, "test_loss": 0.5, "n_test": 120, "baseline_har": 0.6,
         "baseline_persistence": 0.9, "baseline_mean": 1.0,
@@ -44,3 +47,15 @@ def test_print_test_look_counts_the_looks_train_took_apart(capsys, tmp_path):
     assert sweeps["look"] == 1  # the sweep's own look at its trial, not the retrained model's
     print_test_look(sweeps, tmp_path)
     assert "(look 1 of 2: 1 by `train --look`)" in capsys.readouterr().out
+
+
+def test_print_finalists_shows_a_spread_only_over_two_runs_or_more(capsys):
+    space = parse_space({**SPACE, "confirm": {"top_k": 2, "seeds": [7, 8]}}, "space")
+    records = [record("a", 0.30), record("b", 0.40),
+               record("a7", 0.32, stage="confirm", seed=7, finalist="a"),
+               record("a8", 0.36, stage="confirm", seed=8, finalist="a"),
+               record("b7", 0.50, stage="confirm", seed=7, finalist="b")]
+    print_finalists(records, space)
+    board = capsys.readouterr().out
+    assert "val 0.3400 +- 0.0283 (runs 2/2)" in board  # the stdev of 0.32 and 0.36
+    assert "val 0.5000 (runs 1/2 unconfirmed)" in board and "+- 0.0000" not in board
