@@ -44,8 +44,6 @@ from tuning.sweep_files import (
 if TYPE_CHECKING:
     from tuning.sweep.manifest import SweepManifest
 
-LOOK_SENT_S = 30.0  # how long the look waits for MLflow to take it (then kept in the spool, which `resume` sends)
-
 
 @dataclass(frozen=True)
 class SweepLook:
@@ -171,7 +169,7 @@ def keep_look(looked: SweepLook) -> None:
     MLflow run, where the store answers (waiting at most LOOK_SENT_S, then spooled for `resume`), and the records
     copied to a URI storage. A store that cannot be opened is said in one warning line: test.json holds the look,
     and the sweep's next `resume` logs it."""
-    from tuning.sweep.looks_kept import keep_looks
+    from tuning.sweep.looks_kept import LOOK_SENT_S, keep_looks
     from tuning.sweep.record_copies import copy_records_or_note
     from tuning.tracking.log import TrackingLog
     from tuning.tracking.store import first_line, open_store, resolve_store
