@@ -48,9 +48,11 @@ def environment_restored():
     this process would inherit them."""
     saved = dict(os.environ)
     yield
-    if os.environ != saved:
-        os.environ.clear()
-        os.environ.update(saved)
+    for name in set(os.environ) - set(saved) - {"PYTEST_CURRENT_TEST"}:  # pytest's own, which it sets and removes
+        del os.environ[name]
+    for name, value in saved.items():
+        if os.environ.get(name) != value and name != "PYTEST_CURRENT_TEST":
+            os.environ[name] = value
 
 
 @pytest.fixture(scope="session")

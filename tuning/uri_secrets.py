@@ -150,7 +150,10 @@ def _without_userinfo(uri: str) -> str:
     if (userinfo := userinfo_in(uri)) is None:
         return uri
     scheme, _, rest = uri.partition("://")
-    rest = rest[len(userinfo) + 1:]
+    after = rest[len(userinfo):]
+    if not after.startswith("@"):  # a password cut short (bob:pa/x?y/ss@host): nothing shown up to its last '@'
+        return f"{scheme}://{after[after.rfind('@') + 1:]}"
+    rest = after[1:]
     host_end = re.search(r"[/?#]", rest)
     host = rest[:host_end.start()] if host_end else rest
     return f"{scheme}://{rest[host.rfind('@') + 1:]}"

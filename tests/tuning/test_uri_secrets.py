@@ -151,7 +151,9 @@ def test_refuse_credentials_refuses_a_query_at_sign_that_sqlalchemy_reads_as_a_p
 
 
 @pytest.mark.parametrize("uri", [f"https://bob:pa/{SECRET}@mlflow.example.com/", f"s3://AKIAEXAMPLE:/{SECRET}@bucket/k",
-                                 f"https://bob:pa?{SECRET}@mlflow.example.com/"])
+                                 f"https://bob:pa?{SECRET}@mlflow.example.com/",
+                                 f"https://bob:pa/x/{SECRET}@mlflow.example.com/", f"s3://AKIA:/x/{SECRET}@bucket/k",
+                                 f"https://bob:pa/x?y/{SECRET}@mlflow.example.com/"])
 def test_refuse_credentials_refuses_a_password_cut_short_by_urllib_at_a_port_that_is_no_number(uri):
     with pytest.raises(UsageError, match=r"^--storage \S+ holds credentials \(user:password@\), .*write an '@' of a "
                                          r"path or query as %40\)$") as refused:

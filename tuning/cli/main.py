@@ -23,7 +23,8 @@ from tuning.yaml_io import ConfigError, parse_yaml
 class _Parser(argparse.ArgumentParser):
     """argparse, but a usage error is one line instead of the usage block, and no value given is repeated in it (a
     value after a mistyped --notify or --set is a webhook URL, a secret): of arguments it does not know it names the
-    options alone, and a value it quotes (an invalid choice, a number that is not one) only where it is a plain word.
+    options without their =values, and a value, there or quoted (an invalid choice, a number that is not one), only
+    where it is a plain word.
     No option is taken by a prefix of its name (allow_abbrev off, in every subcommand's parser too): `--se KEY=URL`
     would be a --set that main's errors do not know to hide."""
 
@@ -33,8 +34,9 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         head, sep, unknown = message.partition("unrecognized arguments: ")
         if sep:
-            options = [arg.partition("=")[0] for arg in unknown.split() if arg.startswith("-")]
-            message = f"{head}unrecognized arguments: {' '.join(options) or 'values'} (their values not repeated)"
+            shown = [arg.partition("=")[0] if arg.startswith("-") else arg if _WORD.fullmatch(arg) else _NOT_REPEATED
+                     for arg in unknown.split()]
+            message = f"{head}unrecognized arguments: {' '.join(shown)}"
         message = _QUOTED.sub(lambda quoted: quoted[0] if _WORD.fullmatch(quoted[0][1:-1]) else _NOT_REPEATED, message)
         raise UsageError(f"{message}; see `{self.prog} --help`")
 

@@ -134,7 +134,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         print(f"error: training diverged at epoch {result.stop_epoch} (a non-finite loss or gradient), "
               "nothing from that epoch was saved; lower --lr", file=sys.stderr)
         return 1
-    score_test_segment(args, config, data, result.best_epoch, held_by, look)
+    if code := score_test_segment(args, config, data, result.best_epoch, held_by, look):
+        return code
     return _register(args, store, config, result) if store is not None else 0
 
 

@@ -124,19 +124,19 @@ def refuse_running(paths: SweepPaths, kept: str) -> None:
 
 
 def score_test_segment(args: argparse.Namespace, config: TrainingRecipe, data: Dataset, best_epoch: int,
-                       sweep: str | None, looked: SweepLook | None) -> None:
+                       sweep: str | None, looked: SweepLook | None) -> int:
     """Score --out's best.pt on the test segment into --out/test.json and print it; with `looked` (look_folder)
     add it to that sweep's test.json as a look and keep it (keep_look); on the test segment `sweep` held out
     (held_out_by) without --look, score nothing and say how to take the look."""
     out = args.out
     if not len(data.test_index):
         print("test           none (test_fraction 0): nothing scored on bars the run was not chosen on")
-        return
+        return 0
     if sweep is not None and looked is None:
         print(f"test           not scored: the test segment of these bars is the one sweep {sweep} held out, and "
               f"scoring it is a look the sweep counts; take it with: {_look_command(args)} (with --storage where "
               f"the sweep is not in {DEFAULT_STORAGE})")
-        return
+        return 0
     from model.holdout import har_squared_errors, score_squared_errors, squared_errors_on_test_segment
     from model.verdict import overlap, versus
 
@@ -145,11 +145,17 @@ def score_test_segment(args: argparse.Namespace, config: TrainingRecipe, data: D
         scores = score_squared_errors(squared_errors_on_test_segment([out / "best.pt"], data), data)
         write_text_atomic(out / "test.json", json.dumps(scores, indent=1))
         print(f"{one_look_line(scores, source)}; in {out}/test.json")
-        return
+        return 0
     from tuning.sweep.driver_mark import driving
+    from tuning.sweep.record_copies import refuse_stale_folder
 
-    refuse_running(looked.paths, f"the trained run is kept in {out}, its look not taken; take it with "
-                                 f"{_look_command(args)}")  # a sweep resumed while this run trained
+    kept = f"the trained run is kept in {out}, its look not taken; take it with {_look_command(args)}"
+    try:  # what may have changed while this run trained: a sweep resumed, a newer copy from another head
+        refuse_running(looked.paths, kept)
+        refuse_stale_folder(looked.paths)
+    except UsageError as exc:
+        print(f"error: {exc}" + ("" if kept in str(exc) else f"; {kept}"), file=sys.stderr)
+        return 1
     with driving(looked.folder):  # no `resume` starts while the look is added and kept
         errors = squared_errors_on_test_segment([out / "best.pt"], data)  # (n_test,)
         scores = score_squared_errors(errors, data)
@@ -162,6 +168,7 @@ def score_test_segment(args: argparse.Namespace, config: TrainingRecipe, data: D
               f"{one_look_line(scores, source)}; in {looked.folder / TEST_LOOK} and {out}/test.json")
         print(verdict_line(scores["test_loss"], vs_har["test_loss"], vs_har["dm_pvalue"]))
         keep_look(looked)
+    return 0
 
 
 def keep_look(looked: SweepLook) -> None:

@@ -21,23 +21,32 @@ from tuning.sweep_files import DRIVER
 
 @contextmanager
 def driving(folder: Path) -> Iterator[None]:
-    """Mark `folder`'s sweep as driven by this process until the block ends (however it ends)."""
+    """Mark `folder`'s sweep as driven by this process until the block ends (however it ends); the mark is removed
+    only while it is still this process's: a driver that took over meanwhile keeps its own."""
     mark = {"host": socket.gethostname(), "pid": os.getpid(),
             "since": datetime.now(timezone.utc).isoformat(timespec="seconds")}
     write_text_atomic(folder / DRIVER, json.dumps(mark))
     try:
         yield
     finally:
-        (folder / DRIVER).unlink(missing_ok=True)
+        if _mark_of(folder) == (mark["host"], mark["pid"]):
+            (folder / DRIVER).unlink(missing_ok=True)
+
+
+def _mark_of(folder: Path) -> tuple[str, int] | None:
+    """(host, pid) of `folder`'s driver mark; None where there is none, or none that reads."""
+    try:
+        mark = json.loads((folder / DRIVER).read_text())
+        return str(mark["host"]), int(mark["pid"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def running_driver(folder: Path) -> str | None:
     """"pid N" (or "pid N on HOST" for another host) of the process driving the sweep now; None when none is."""
-    try:
-        mark = json.loads((folder / DRIVER).read_text())
-        host, pid = str(mark["host"]), int(mark["pid"])
-    except (OSError, ValueError, KeyError, TypeError):
+    if (mark := _mark_of(folder)) is None:
         return None
+    host, pid = mark
     if host != socket.gethostname():
         return f"pid {pid} on {host}"  # cannot be checked from here: taken at its word
     return f"pid {pid}" if _alive(pid) else None

@@ -48,11 +48,11 @@ SECRET = "https://hooks.slack.com/services/T000/B000/" + "S3CR3TT0K3N"  # a webh
     (["space", "show", "search_spaces/smoke.yaml", f"--set=run.model.d_model={SECRET}"],
      r"^error: .* d_model must be a positive integer, got <--set run\.model\.d_model>$"),
     (["model", "--set", f"backend={SECRET}"], r"^error: model setting: .*<--set backend>"),
-    (["space", "keys", "--notfy", SECRET], r"^error: unrecognized arguments: --notfy \(their values not repeated\)"),
+    (["space", "keys", "--notfy", SECRET], r"^error: unrecognized arguments: --notfy <a value, not repeated>; see "),
     (["space", "show", "search_spaces/smoke.yaml", "--se", f"notify.webhook={SECRET}"],
-     r"^error: unrecognized arguments: --se \(their values not repeated\)"),
+     r"^error: unrecognized arguments: --se <a value, not repeated>; see "),
     (["space", "show", "search_spaces/smoke.yaml", f"--se=notify.webhook={SECRET}"],
-     r"^error: unrecognized arguments: --se \(their values not repeated\)"),
+     r"^error: unrecognized arguments: --se; see "),
     (["space", "--se", f"notify.webhook={SECRET}"],
      r"^error: argument space_command: invalid choice: <a value, not repeated> \(choose from 'keys', 'show'\)"),
     (["model", f"-h{SECRET}"], r"^error: argument -h/--help: ignored explicit argument <a value, not repeated>"),
@@ -65,6 +65,13 @@ def test_main_never_repeats_a_set_value_or_an_unknown_arguments_value_in_its_err
     err = capsys.readouterr().err
     assert re.match(match, err) and err.count("\n") == 1, err
     assert "S3CR3TT0K3N" not in err
+
+
+def test_main_names_a_plain_stray_argument_as_typed(capsys):
+    from tuning.cli.main import main
+
+    assert main(["space", "keys", "20"]) == 2
+    assert capsys.readouterr().err.startswith("error: unrecognized arguments: 20; see ")
 
 
 def test_build_parser_takes_no_option_by_a_prefix_in_any_subcommand():

@@ -59,3 +59,26 @@ def test_train_look_on_a_sweep_being_driven_is_refused_in_one_line(tmp_path, cap
                    "look is never added while a sweep driver may write test.json; nothing was trained: run the command "
                    "again once the sweep has ended or been stopped\n"), err
     assert not out.exists() and json.loads((folder / TEST_LOOK).read_text()) == []
+
+
+def test_train_look_on_a_sweep_driven_since_training_began_keeps_the_run_and_exits_1(tmp_path, capsys):
+    from argparse import Namespace
+
+    from model.data import DataConfig, load_dataset
+    from tests.bars import write_bars
+    from tuning.cli.train_look import SweepLook, score_test_segment
+    from tuning.sweep_files import sweep_paths
+
+    write_bars(tmp_path / "bars.parquet", 1500, seed=3)
+    data = load_dataset(tmp_path / "bars.parquet", DataConfig(window=32, horizon=6))
+    paths = sweep_paths(str(tmp_path / "sweeps"), "t")
+    paths.folder.mkdir(parents=True)
+    (paths.folder / TEST_LOOK).write_text("[]")
+    (paths.folder / DRIVER).write_text(json.dumps({"host": "head-0", "pid": 4242, "since": "now"}))  # resumed meanwhile
+    args = Namespace(data=str(tmp_path / "bars.parquet"), out=tmp_path / "out", storage=str(tmp_path / "sweeps"))
+
+    assert score_test_segment(args, None, data, 2, "t", SweepLook(paths, None)) == 1  # the run trained: no bad input
+    err = capsys.readouterr().err
+    assert err.startswith("error: --look adds a look to sweep t's test.json, and the sweep is running (pid 4242 on "
+                          "head-0)") and f"the trained run is kept in {tmp_path / 'out'}, its look not taken" in err
+    assert err.count("\n") == 1 and json.loads((paths.folder / TEST_LOOK).read_text()) == []

@@ -7,7 +7,7 @@ import socket
 import subprocess
 import sys
 
-from tuning.sweep.driver_mark import running_driver
+from tuning.sweep.driver_mark import driving, running_driver
 from tuning.sweep_files import DRIVER
 
 
@@ -34,3 +34,12 @@ def test_a_live_mamba_tune_process_drives_the_sweep_and_nothing_else_does(tmp_pa
     assert running_driver(tmp_path) == "pid 4242 on elsewhere"
     (tmp_path / DRIVER).write_text("{half a")
     assert running_driver(tmp_path) is None
+
+
+def test_driving_removes_its_own_mark_and_never_a_driver_that_took_over(tmp_path):
+    with driving(tmp_path):
+        assert json.loads((tmp_path / DRIVER).read_text())["pid"] > 0
+    assert not (tmp_path / DRIVER).exists()  # its own: removed
+    with driving(tmp_path):
+        mark(tmp_path, 4242, host="head-1")  # a `resume` elsewhere took the sweep over meanwhile
+    assert running_driver(tmp_path) == "pid 4242 on head-1"  # its mark stays
