@@ -31,7 +31,7 @@ def documents(name: str) -> dict[str, dict]:
 
 @pytest.fixture(scope="module")
 def cluster() -> dict:
-    return documents("raycluster.yaml")["RayCluster"]
+    return documents("base/raycluster.yaml")["RayCluster"]
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +52,7 @@ def test_kuberay_manifests_use_only_fields_kuberay_and_kubernetes_have(cluster, 
     assert cluster["apiVersion"] == job["apiVersion"] == "ray.io/v1"
     assert manifest_unknown_fields(cluster) == []
     assert manifest_unknown_fields(job) == []
-    extras = documents("raycluster.yaml")
+    extras = documents("base/raycluster.yaml")
     assert model_unknown_fields(extras["PersistentVolumeClaim"], "V1PersistentVolumeClaim", "PVC") == []
 
 
@@ -111,8 +111,8 @@ def test_kuberay_sweep_plans_for_the_gpu_pods_the_autoscaler_may_add(cluster):
         assert types[name]["resources"]["CPU"] == int(limits["cpu"])
         assert types[name]["resources"].get("GPU", 0) == int(limits.get(GPU, 0))
     assert gpus_on([[], autoscaled_nodes(config)]) == 8 * 1 + 2 * 4  # with every GPU group at zero, it sees 16
-    assert "ConfigMap" not in documents("raycluster.yaml")
-    assert "ray_bootstrap_config" not in (KUBERAY / "raycluster.yaml").read_text()
+    assert "ConfigMap" not in documents("base/raycluster.yaml")
+    assert "ray_bootstrap_config" not in (KUBERAY / "base" / "raycluster.yaml").read_text()
 
 
 def secret_names(spec: dict) -> set[str]:
@@ -120,7 +120,7 @@ def secret_names(spec: dict) -> set[str]:
 
 
 def test_kuberay_mlflow_and_credentials_come_from_secrets_only(cluster):
-    text = (KUBERAY / "raycluster.yaml").read_text() + (KUBERAY / "rayjob.yaml").read_text()
+    text = (KUBERAY / "base" / "raycluster.yaml").read_text() + (KUBERAY / "rayjob.yaml").read_text()
     assert not KEY_LIKE.search(text)
     every = [container(cluster["spec"]["headGroupSpec"]), *map(container, groups(cluster).values())]
     for spec in every:  # the driver and every trial log to the same tracking server
@@ -147,7 +147,7 @@ def test_kuberay_rayjob_data_and_records_are_on_the_heads_volume(cluster, job):
     runs = {m["name"]: m["mountPath"] for m in head["volumeMounts"]}["head-runs"]
     assert runs == f"{head['workingDir']}/runs"  # runs/ of a sweep's working folder is the volume
     assert args.data.parts[0] == "runs" and not args.data.is_absolute()
-    claim = documents("raycluster.yaml")["PersistentVolumeClaim"]["metadata"]["name"]
+    claim = documents("base/raycluster.yaml")["PersistentVolumeClaim"]["metadata"]["name"]
     volumes = {v["name"]: v for v in cluster["spec"]["headGroupSpec"]["template"]["spec"]["volumes"]}
     assert volumes["head-runs"]["persistentVolumeClaim"]["claimName"] == claim
 
