@@ -99,31 +99,44 @@ clean:
 # hashes into VENV, wheels only (nothing is built), then this project on top with --no-deps, so that nothing outside
 # the lock comes in. KERNELS=yes adds mamba-ssm's CUDA kernels, the prebuilt wheels cluster/locks/cuda-kernels.txt
 # pins (cluster/cuda-wheels.sh install, which installs into ~/venv from ~/mamba-tune-wheels: VENV must be ~/venv).
+# Two steps, which `make install-locked` runs in turn: the image runs them apart, the dependencies (the lock, the
+# Makefile) in a layer before the source is copied, so a code change rebuilds only the project's small layer.
 # cluster.yaml spells the same pip commands out: a node's setup runs before make can be counted on.
 LOCK ?= cluster/locks/head.txt
 KERNELS ?= no
 
-.PHONY: install-locked
-install-locked:
+.PHONY: install-locked install-locked-deps install-project
+install-locked: install-locked-deps install-project
+
+install-locked-deps:
 ifeq ($(KERNELS),yes)
 	test "$(abspath $(VENV))" = "$(HOME)/venv" || (echo "KERNELS=yes: VENV must be ~/venv (cluster/cuda-wheels.sh)" >&2; exit 2)
 endif
 	test -x $(VENV)/bin/python || python3.11 -m venv $(VENV)
 	$(VENV)/bin/pip install -q --require-hashes --only-binary :all: -r $(LOCK)
-	$(VENV)/bin/pip install -q --no-deps --no-build-isolation .
 ifeq ($(KERNELS),yes)
 	bash cluster/cuda-wheels.sh install
 endif
 
+# Non-editable: the image's code is the installed copy, whatever the working folder holds.
+install-project:
+	$(VENV)/bin/pip install -q --no-deps --no-build-isolation .
+
 # The cluster's locks (cluster.yaml installs them with --require-hashes): exact versions and sha256
 # hashes for linux x86_64, CPython 3.11, wheels only. The head's (pyproject's dependencies and
-# cluster/locks/head.in) is compiled first; the GPU workers' against it as constraints, so the two
-# agree on every package they share. Kept pins stay; `make lock LOCK_ARGS=--upgrade` moves them on.
+# cluster/locks/head.in) is compiled first; the GPU workers' and the cpu image's against it as constraints,
+# so all agree on every package they share. Kept pins stay; `make lock LOCK_ARGS=--upgrade` moves them on.
 # mamba-ssm and causal-conv1d (gpu-worker.in) are resolved for their requirements but not emitted:
 # their prebuilt wheels are pinned in cuda-kernels.txt, which cluster/cuda-wheels.sh publish writes.
+# cpu.txt (deploy/Dockerfile's cpu image): head.in's packages with PyTorch's CPU build of the same torch, which is
+# not on PyPI: uv finds it through TORCH_CPU_SOURCE (only torch's files: every other package still comes from
+# PyPI), and the lock's first line tells pip where it is, wherever the lock installs. A machine that cannot reach
+# download.pytorch.org: `make lock TORCH_CPU_SOURCE="--find-links DIR"`, DIR holding that same wheel (same hash).
 UV_VERSION ?= 0.13.9
 LOCK_VENV ?= $(HOME)/.cache/mamba-tune/lock-venv
 LOCK_ARGS ?=
+TORCH_CPU_PAGE := https://download.pytorch.org/whl/cpu/torch/
+TORCH_CPU_SOURCE ?= --find-links $(TORCH_CPU_PAGE)
 LOCK_COMPILE = $(LOCK_VENV)/bin/uv pip compile --quiet --no-config --generate-hashes --only-binary :all: \
 	--python-version 3.11 --python-platform x86_64-manylinux_2_28 --default-index https://pypi.org/simple \
 	--custom-compile-command "make lock" $(LOCK_ARGS)
@@ -135,3 +148,7 @@ lock:
 	$(LOCK_COMPILE) pyproject.toml cluster/locks/gpu-worker.in -c cluster/locks/head.txt \
 		--no-binary mamba-ssm --no-binary causal-conv1d --no-emit-package mamba-ssm --no-emit-package causal-conv1d \
 		-o cluster/locks/gpu-worker.txt
+	$(LOCK_COMPILE) pyproject.toml cluster/locks/cpu.in -c cluster/locks/head.txt $(TORCH_CPU_SOURCE) \
+		-o cluster/locks/cpu.txt
+	sed -i '1i --find-links $(TORCH_CPU_PAGE)  # torch+cpu: on the PyTorch CPU index, not PyPI (make lock)' \
+		cluster/locks/cpu.txt

@@ -27,6 +27,8 @@ pytest.register_assert_rewrite("tests.tuning.mlflow_layout", "tests.processes")
 
 # A webhook a developer's shell gives every sweep (tuning/search/notify_config.py) is told of no test's sweep.
 os.environ.pop("MAMBA_TUNE_WEBHOOK", None)
+# Nor does a sweep storage it names (MAMBA_TUNE_STORAGE, every --storage's default) move any test's sweeps.
+os.environ.pop("MAMBA_TUNE_STORAGE", None)
 
 
 @pytest.fixture(scope="session", autouse=True)

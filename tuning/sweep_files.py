@@ -13,7 +13,8 @@ from model.atomic import write_text_atomic
 from tuning.errors import UsageError
 from tuning.uri_secrets import STORAGE_CREDENTIALS, refuse_credentials
 
-DEFAULT_STORAGE = "runs/sweeps"  # sweeps live in <storage>/<name>/
+LOCAL_STORAGE = "runs/sweeps"  # sweeps live in <storage>/<name>/: the default, and a URI storage's local records
+STORAGE_ENV = "MAMBA_TUNE_STORAGE"  # every --storage's default where set: a cluster's bucket (deploy/kuberay settings)
 MANIFEST = "sweep.json"  # what was asked: data, space, trials
 LEDGER = "trials.json"  # every finished trial and why it ended
 STUDY = "optuna.db"  # the Optuna study
@@ -31,9 +32,25 @@ def is_uri(storage: str) -> bool:
     return "://" in storage
 
 
+def default_storage() -> str:
+    """Every --storage's default: MAMBA_TUNE_STORAGE where set, else runs/sweeps. Read when the parser is built (its
+    --help shows it), and refused as --storage is when it holds credentials (UsageError)."""
+    storage = os.environ.get(STORAGE_ENV, "").strip() or LOCAL_STORAGE
+    refuse_credentials(STORAGE_ENV, storage, STORAGE_CREDENTIALS)
+    return storage
+
+
+def default_storage_help() -> str:
+    """How --help names the default storage: its value, and where it comes from."""
+    if os.environ.get(STORAGE_ENV, "").strip():
+        return f"default {default_storage()}, from {STORAGE_ENV}"
+    return f"default {LOCAL_STORAGE}, or {STORAGE_ENV} where set"
+
+
 def storage_flag(storage: str) -> str:
-    """The ` --storage X` a command about a sweep in `storage` needs ("" for the default storage)."""
-    return "" if storage == DEFAULT_STORAGE else f" --storage {shlex.quote(storage)}"
+    """The ` --storage X` a command about a sweep in `storage` needs: "" only for runs/sweeps where no
+    MAMBA_TUNE_STORAGE sets another default, so that the command means the same wherever it is run."""
+    return "" if storage == LOCAL_STORAGE == default_storage() else f" --storage {shlex.quote(storage)}"
 
 
 def valid_name(name: Any) -> bool:
@@ -136,6 +153,6 @@ def sweep_paths(storage: str, name: str) -> SweepPaths:
                          "study); `mamba-tune list` shows the sweeps there are")
     refuse_credentials("--storage", storage, STORAGE_CREDENTIALS)
     if is_uri(storage):
-        return SweepPaths(name, Path(DEFAULT_STORAGE).resolve() / name, storage)
+        return SweepPaths(name, Path(LOCAL_STORAGE).resolve() / name, storage)
     root = Path(storage).expanduser().resolve()
     return SweepPaths(name, root / name, str(root))

@@ -24,7 +24,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -75,9 +75,10 @@ def client_token_auth() -> Iterator[None]:
 
 
 class RayCluster:
-    def __init__(self, log_dir: Path, cwd: Path | None = None) -> None:
+    def __init__(self, log_dir: Path, cwd: Path | None = None, ray: str = RAY) -> None:
         self.log_dir = log_dir
         self.cwd = cwd  # where each `ray start` runs, and so a job's entrypoint (None: this process's folder)
+        self.ray = ray  # the `ray` program the nodes start with: another venv's runs its nodes in that venv
         self.temp_dir = tempfile.mkdtemp(prefix="mt-ray-", dir="/tmp")  # short: Ray's socket paths must fit
         self.port, self.dashboard_port = free_port(), free_port()
         self.address = f"127.0.0.1:{self.port}"
@@ -88,21 +89,24 @@ class RayCluster:
         self.env = {**os.environ, AUTH_MODE: "token", "RAY_USAGE_STATS_ENABLED": "0",
                     "RAY_TRAIN_ENABLE_STATE_TRACKING": "1"}  # the dashboard's Train runs: which node ran which attempt
 
-    def start_head(self, cpus: int, timeout_s: float = 120, autoscaling_config: Path | None = None) -> None:
-        """`autoscaling_config`: the file the head's autoscaler monitor runs with (`ray start --autoscaling-config`)."""
-        subprocess.run([RAY, "get-auth-token", "--generate"], check=True, capture_output=True, env=self.env)
+    def start_head(self, cpus: int, timeout_s: float = 120, autoscaling_config: Path | None = None,
+                   args: Sequence[str] = ()) -> None:
+        """`autoscaling_config`: the file the head's autoscaler monitor runs with (`ray start --autoscaling-config`);
+        `args`: more `ray start` options (e.g. --dashboard-agent-listen-port, as a manifest's rayStartParams)."""
+        subprocess.run([self.ray, "get-auth-token", "--generate"], check=True, capture_output=True, env=self.env)
         autoscaler = [f"--autoscaling-config={autoscaling_config}"] if autoscaling_config else []
         self._start("head", ["--head", f"--port={self.port}", "--dashboard-host=127.0.0.1",
                              f"--dashboard-port={self.dashboard_port}", "--include-dashboard=true",
-                             f"--num-cpus={cpus}", "--num-gpus=0", f"--temp-dir={self.temp_dir}", *autoscaler],
+                             f"--num-cpus={cpus}", "--num-gpus=0", f"--temp-dir={self.temp_dir}", *autoscaler, *args],
                     timeout_s=timeout_s)
         self.address = f"{self.alive_nodes()[0].node_ip}:{self.port}"  # where the GCS listens
 
     def add_node(self, name: str, cpus: int, resources: dict[str, float] | None = None, hidden: Path | None = None,
-                 timeout_s: float = 120) -> None:
-        """Start a worker node and wait until it is alive; `hidden`: a folder it sees empty (its own tmpfs)."""
+                 timeout_s: float = 120, args: Sequence[str] = ()) -> None:
+        """Start a worker node and wait until it is alive; `hidden`: a folder it sees empty (its own tmpfs);
+        `args`: more `ray start` options."""
         self._start(name, [f"--address={self.address}", f"--num-cpus={cpus}", "--num-gpus=0",
-                           f"--resources={json.dumps(resources or {})}"], hidden, timeout_s)
+                           f"--resources={json.dumps(resources or {})}", *args], hidden, timeout_s)
 
     def kill_node(self, name: str, timeout_s: float = 120) -> None:
         """SIGKILL the node's whole process group, as a machine that dies; wait until Ray counts it dead."""
@@ -117,7 +121,7 @@ class RayCluster:
     def preempt_node(self, name: str) -> None:
         """A spot reclaim: Ray is told the node is preempted (as the autoscaler drains a node on the cloud's
         interruption notice), then the machine is gone, at once (a test cannot wait out a 2-minute notice)."""
-        subprocess.run([RAY, "drain-node", f"--address={self.address}", f"--node-id={self.node_ids[name]}",
+        subprocess.run([self.ray, "drain-node", f"--address={self.address}", f"--node-id={self.node_ids[name]}",
                         "--reason=DRAIN_NODE_REASON_PREEMPTION", "--reason-message=spot instance interruption",
                         "--deadline-remaining-seconds=1"], check=True, capture_output=True, env=self.env, timeout=60)
         self.kill_node(name)
@@ -192,7 +196,7 @@ class RayCluster:
     def _start(self, name: str, args: list[str], hidden: Path | None = None, timeout_s: float = 120) -> None:
         """`ray start --block ARGS` in a process group of its own; returns once its node is alive."""
         known = self._alive_ids()
-        command = [RAY, "start", "--block", "--disable-usage-stats", *args]
+        command = [self.ray, "start", "--block", "--disable-usage-stats", *args]
         if hidden is not None:  # a mount namespace of its own, `hidden` empty in it
             script = f"mount -t tmpfs mt-node-local {shlex.quote(str(hidden))} && exec {shlex.join(command)}"
             command = ["unshare", "--mount", "--propagation", "private", "sh", "-c", script]

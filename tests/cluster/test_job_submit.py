@@ -1,8 +1,9 @@
-"""A sweep submitted through Ray's Jobs API as KubeRay's RayJob submits deploy/kuberay/rayjob.yaml: a head with no
-CPU for trials (num-cpus 0), a worker node that runs them, the tracking server's URI in the job's environment (on
-Kubernetes, the head's, from a secret), and the entrypoint's relative paths resolved in the folder `ray start` runs
-in (the image's working folder). The job succeeds, prints the winner's one look at the test segment, and leaves the
-sweep's files in its storage and its runs in MLflow."""
+"""Sweeps submitted through Ray's Jobs API as KubeRay's RayJob submits deploy/kuberay/rayjob.yaml: a head with no
+CPU for trials (num-cpus 0), a worker node that runs them, the tracking server's URI and the sweep storage in the
+job's environment (on Kubernetes, the head's, from the overlay's settings), and the entrypoint's relative paths
+resolved in the folder `ray start` runs in (the image's working folder). The same entrypoint submitted twice in a
+row is two sweeps, each named after its job: both succeed, print the winner's one look at the test segment, and
+leave their files in the storage and their runs in MLflow."""
 
 from __future__ import annotations
 
@@ -53,29 +54,37 @@ def head_without_cpus(tmp_path_factory, workdir):
             cluster.stop()
 
 
-def test_job_submit_runs_a_sweep_on_the_workers_and_reports_its_winner(head_without_cpus, tracking_server, workdir,
-                                                                       tmp_path):
+def test_job_submit_runs_each_submission_as_a_sweep_of_its_own(head_without_cpus, tracking_server, workdir, tmp_path,
+                                                              monkeypatch):
+    """deploy/kuberay/rayjob.yaml's entrypoint, created twice in a row: two jobs of one entrypoint, two sweeps, each
+    named after its job (--name-from-ray-job), both to success, in the storage the head's environment names."""
     cluster = head_without_cpus
     entrypoint = shlex.join([str(MAMBA_TUNE), "sweep", "--data", "runs/data/bars.parquet",
-                             "--space", "search_spaces/smoke.yaml", "--name", "onk8s", *SHORTER])
+                             "--space", "search_spaces/smoke.yaml", "--name-from-ray-job", *SHORTER])
+    # The head's environment, as an overlay's settings give it: the tracking server, and the storage (a folder
+    # here, which both local nodes see; the bucket on a cloud)
+    environment = {"MLFLOW_TRACKING_URI": tracking_server.url, "MAMBA_TUNE_STORAGE": "runs/kept-sweeps"}
+    monkeypatch.setenv("MAMBA_TUNE_STORAGE", environment["MAMBA_TUNE_STORAGE"])
     args = build_parser().parse_args(shlex.split(entrypoint)[1:])  # what the RayJob test asks of its entrypoint
-    assert args.tracking_uri is None and args.storage == "runs/sweeps"  # from the environment; the default
-    job = cluster.submit(entrypoint, runtime_env={"env_vars": {"MLFLOW_TRACKING_URI": tracking_server.url}})
-    client, deadline = JobSubmissionClient(cluster.dashboard), time.monotonic() + 300
-    while (status := client.get_job_status(job)) not in {JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.STOPPED}:
-        assert time.monotonic() < deadline, f"job {job} still {status}: {client.get_job_logs(job)[-3000:]}"
-        time.sleep(2)
-    logs = client.get_job_logs(job)
-    assert status == JobStatus.SUCCEEDED, logs[-4000:]
+    assert args.tracking_uri is None and args.storage == "runs/kept-sweeps" and args.name_from_ray_job
+    jobs = [cluster.submit(entrypoint, runtime_env={"env_vars": environment}) for _ in range(2)]  # in a row
+    client, deadline = JobSubmissionClient(cluster.dashboard), time.monotonic() + 900  # both, on two CPUs
+    for job in jobs:
+        while (status := client.get_job_status(job)) not in {JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.STOPPED}:
+            assert time.monotonic() < deadline, f"job {job} still {status}: {client.get_job_logs(job)[-3000:]}"
+            time.sleep(2)
+        logs = client.get_job_logs(job)
+        assert status == JobStatus.SUCCEEDED, logs[-4000:]
+        assert f"sweep {job}: 2 trials, " in logs and "\ntest: " in logs, logs[-4000:]  # its name; its one test look
 
-    assert "2 trials, " in logs and "\ntest: " in logs, logs[-4000:]  # the plan, and the winner's one test look
-    sweep = workdir / "runs" / "sweeps" / "onk8s"  # relative to where `ray start` ran: the job's folder
-    assert (sweep / MANIFEST).is_file() and (sweep / LEDGER).is_file()
-    records = ledger(sweep)
-    assert sum(r["stage"] == "search" for r in records.values()) == 2
-    assert all(r["stop_reason"] != "error" for r in records.values()), records
     worker = cluster.node_ids["worker"]
     used = {w["node_id"] for run in cluster.get("/api/train/v2/runs/v1")["train_runs"]
             for attempt in run["attempts"] for w in attempt["workers"]}
     assert used == {worker}, used  # no trial on the head
-    assert_sweep_logged(tracking_server.url, "onk8s", records, tmp_path)  # in the server the environment named
+    for job in jobs:
+        sweep = workdir / "runs" / "kept-sweeps" / job  # relative to where `ray start` ran: the job's folder
+        assert (sweep / MANIFEST).is_file() and (sweep / LEDGER).is_file()
+        records = ledger(sweep)
+        assert sum(r["stage"] == "search" for r in records.values()) == 2
+        assert all(r["stop_reason"] != "error" for r in records.values()), records
+        assert_sweep_logged(tracking_server.url, job, records, tmp_path / job)  # in the server the environment named

@@ -2,9 +2,11 @@
 a manifest uses no other: the CRD prunes an unknown field without a word, so a misspelt `minReplica` would leave
 a group at its default and nothing would say so.
 
-Taken from ray-project/kuberay, ray-operator/apis/ray/v1/raycluster_types.go (RayClusterSpec, HeadGroupSpec,
-WorkerGroupSpec, AutoscalerOptions) and ray-operator/apis/ray/v1/rayjob_types.go (RayJobSpec, SubmitterConfig),
-the fields KubeRay 1.4 has. Pod templates are Kubernetes' own: the `kubernetes` client's models check them.
+Taken from ray-project/kuberay at tag v1.7.0 (the operator version docs/kubernetes.md installs):
+ray-operator/apis/ray/v1/raycluster_types.go (RayClusterSpec, AuthOptions, HeadGroupSpec, WorkerGroupSpec,
+AutoscalerOptions and the option types below them) and ray-operator/apis/ray/v1/rayjob_types.go (RayJobSpec,
+SubmitterConfig, DeletionStrategy). Pod templates and other core types are Kubernetes' own: the `kubernetes`
+client's models check them.
 """
 
 from __future__ import annotations
@@ -17,23 +19,45 @@ from kubernetes.client import ApiClient
 # ([dict]), a Kubernetes model by name ("V1PodTemplateSpec"), or a plain value (None).
 MAP = "map"
 
+AUTH_OPTIONS = {"enableK8sTokenAuth": None, "secretName": None, "mode": None}
 AUTOSCALER_OPTIONS = {"resources": "V1ResourceRequirements", "image": None, "imagePullPolicy": None,
                       "securityContext": "V1SecurityContext", "idleTimeoutSeconds": None, "upscalingMode": None,
-                      "env": None, "envFrom": None, "volumeMounts": None}
+                      "version": None, "env": ["V1EnvVar"], "envFrom": ["V1EnvFromSource"],
+                      "volumeMounts": ["V1VolumeMount"], "command": None, "args": None}
+REDIS_CREDENTIAL = {"valueFrom": "V1EnvVarSource", "value": None}
+GCS_FAULT_TOLERANCE_OPTIONS = {"backend": None, "redisUsername": REDIS_CREDENTIAL, "redisPassword": REDIS_CREDENTIAL,
+                               "externalStorageNamespace": None, "redisAddress": None,
+                               "storage": {"claimName": None, "size": None, "storageClassName": None,
+                                           "accessModes": None, "subPath": None, "deletionPolicy": None}}
+HISTORY_SERVER_OPTIONS = {"collectorOptions": {"image": None, "imagePullPolicy": None,
+                                               "resources": "V1ResourceRequirements", "env": ["V1EnvVar"]}}
+NETWORK_POLICY_RULES = {"ingressRules": ["V1NetworkPolicyIngressRule"], "egressRules": ["V1NetworkPolicyEgressRule"]}
+NETWORK_POLICY_CONFIG = {"mode": None, "head": NETWORK_POLICY_RULES, "worker": NETWORK_POLICY_RULES,
+                         "workerGroups": [{"groupName": None, **NETWORK_POLICY_RULES}]}
 HEAD_GROUP_SPEC = {"template": "V1PodTemplateSpec", "headService": "V1Service", "enableIngress": None,
-                   "rayStartParams": MAP, "serviceType": None}
+                   "ingressOptions": {"host": None, "path": None, "pathType": None, "tls": ["V1IngressTLS"]},
+                   "resources": MAP, "labels": MAP, "rayStartParams": MAP, "serviceType": None}
 WORKER_GROUP_SPEC = {"suspend": None, "groupName": None, "replicas": None, "minReplicas": None, "maxReplicas": None,
-                     "idleTimeoutSeconds": None, "rayStartParams": MAP, "template": "V1PodTemplateSpec",
-                     "scaleStrategy": {"workersToDelete": None}, "numOfHosts": None}
-RAY_CLUSTER_SPEC = {"suspend": None, "managedBy": None, "autoscalerOptions": AUTOSCALER_OPTIONS,
-                    "headServiceAnnotations": MAP, "enableInTreeAutoscaling": None, "gcsFaultToleranceOptions": None,
-                    "headGroupSpec": HEAD_GROUP_SPEC, "rayVersion": None, "workerGroupSpecs": [WORKER_GROUP_SPEC]}
+                     "idleTimeoutSeconds": None, "priority": None, "resources": MAP, "labels": MAP,
+                     "rayStartParams": MAP, "template": "V1PodTemplateSpec", "scaleStrategy": {"workersToDelete": None},
+                     "numOfHosts": None}
+RAY_CLUSTER_SPEC = {"upgradeStrategy": {"type": None}, "authOptions": AUTH_OPTIONS, "suspend": None,
+                    "managedBy": None, "autoscalerOptions": AUTOSCALER_OPTIONS, "headServiceAnnotations": MAP,
+                    "enableInTreeAutoscaling": None, "gcsFaultToleranceOptions": GCS_FAULT_TOLERANCE_OPTIONS,
+                    "historyServerOptions": HISTORY_SERVER_OPTIONS, "networkPolicy": NETWORK_POLICY_CONFIG,
+                    "tlsOptions": {"enabled": None}, "headGroupSpec": HEAD_GROUP_SPEC, "rayVersion": None,
+                    "workerGroupSpecs": [WORKER_GROUP_SPEC]}
+DELETION_POLICY = {"policy": None}
+DELETION_STRATEGY = {"onSuccess": DELETION_POLICY, "onFailure": DELETION_POLICY,
+                     "deletionRules": [{"policy": None, "condition": {"jobStatus": None, "jobDeploymentStatus": None,
+                                                                      "ttlSeconds": None}}]}
 RAY_JOB_SPEC = {"activeDeadlineSeconds": None, "backoffLimit": None, "rayClusterSpec": RAY_CLUSTER_SPEC,
                 "submitterPodTemplate": "V1PodTemplateSpec", "metadata": MAP, "clusterSelector": MAP,
-                "submitterConfig": {"backoffLimit": None}, "managedBy": None, "deletionPolicy": None,
+                "submitterConfig": {"backoffLimit": None}, "managedBy": None, "deletionStrategy": DELETION_STRATEGY,
                 "entrypoint": None, "runtimeEnvYAML": None, "jobId": None, "submissionMode": None,
                 "entrypointResources": None, "entrypointNumCpus": None, "entrypointNumGpus": None,
-                "ttlSecondsAfterFinished": None, "shutdownAfterJobFinishes": None, "suspend": None}
+                "ttlSecondsAfterFinished": None, "preRunningDeadlineSeconds": None, "shutdownAfterJobFinishes": None,
+                "suspend": None}
 # A whole object: its kind's spec, and Kubernetes' own ObjectMeta.
 OBJECT = {"apiVersion": None, "kind": None, "metadata": "V1ObjectMeta"}
 KINDS = {("ray.io/v1", "RayCluster"): {**OBJECT, "spec": RAY_CLUSTER_SPEC},

@@ -1,6 +1,9 @@
 """deploy/Dockerfile: its `cpu` and `cuda` images install through the make target the docs name (one way to a
-locked environment, so the image and a hand install cannot drift apart), and that target installs the locks with
-their hashes and nothing built. Docker is not needed: the Dockerfile is read, and the make target dry-run."""
+locked environment, so the image and a hand install cannot drift apart), in its two steps: the locked dependencies
+in a layer before the source is copied, so a code change rebuilds one small layer. The target installs the locks
+with their hashes and nothing built; the cpu image's lock holds PyTorch's CPU torch and no CUDA wheel, at the head's
+versions. Docker is not needed: the Dockerfile is read, and the make target dry-run
+(tests/deploy/test_image_install.py runs the cpu image's steps for real)."""
 
 from __future__ import annotations
 
@@ -11,10 +14,17 @@ from pathlib import Path
 
 import pytest
 import yaml
+from packaging.version import Version
+
+from tests.cluster.test_cluster_locks import entries, lock_problems, pins
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = ROOT / "deploy" / "Dockerfile"
 MAKE_INSTALL = re.compile(r"\bmake\s+(install[\w-]*)")  # `make install-locked ...`
+LOCKS = ROOT / "cluster" / "locks"
+IMAGE_STEPS = ["install-locked-deps", "install-project"]  # what `make install-locked` runs, in turn
+TORCH_CPU_PAGE = "https://download.pytorch.org/whl/cpu/torch/"  # the PyTorch CPU index's page of torch
+CUDA_ONLY = re.compile(r"nvidia-.*|cuda-.*|triton")  # what PyPI's linux torch brings for CUDA
 
 
 def instructions(text: str) -> list[tuple[str, str]]:
@@ -36,6 +46,47 @@ def stages(text: str) -> dict[str, list[str]]:
         elif keyword == "RUN" and current is not None:
             found[current].append(rest)
     return found
+
+
+def stage_steps(text: str) -> dict[str, list[tuple[str, str]]]:
+    """Each build stage's instructions, by name, those of the stage it starts FROM first (`FROM base AS cpu`:
+    base's, then cpu's): what an image of that stage is built from, in order."""
+    found: dict[str, list[tuple[str, str]]] = {}
+    current = None
+    for keyword, rest in instructions(text):
+        if keyword == "FROM":
+            words = rest.split()
+            current = words[-1] if " as " in rest.lower() else rest
+            found[current] = list(found.get(words[0], []))
+        elif current is not None:
+            found[current].append((keyword, rest))
+    return found
+
+
+def copied(args: str) -> tuple[list[str], str]:
+    """A COPY's sources and destination, its --flags (--chown, --from) dropped."""
+    *sources, destination = [word for word in shlex.split(args) if not word.startswith("--")]
+    return sources, destination
+
+
+def make_steps(steps: list[tuple[str, str]]) -> list[str]:
+    """The make targets a stage's RUNs install with, in order."""
+    return [target for keyword, rest in steps if keyword == "RUN" for target in MAKE_INSTALL.findall(rest)]
+
+
+def layer_problems(steps: list[tuple[str, str]]) -> list[str]:
+    """What undoes the layer order in one image's steps: the dependencies' install must come before the source
+    (`COPY . .`) with only the Makefile and cluster/ files copied ahead of it, and the project's install after."""
+    if make_steps(steps) != IMAGE_STEPS:
+        return [f"installs {make_steps(steps)}, not {IMAGE_STEPS}"]
+    deps, project = [i for i, (keyword, rest) in enumerate(steps) if keyword == "RUN" and MAKE_INSTALL.search(rest)]
+    context = [(i, copied(rest)[0]) for i, (keyword, rest) in enumerate(steps)  # the build context's, not --from's
+               if keyword == "COPY" and "--from=" not in rest]
+    early = [source for i, sources in context if i < deps for source in sources
+             if not (source == "Makefile" or source.startswith("cluster/"))]
+    between = [i for i, sources in context if "." in sources and deps < i < project]
+    return ([f"copied before the dependencies' install: {early}"] if early else []) + \
+        ([] if between else ["the source is not copied between the two installs"])
 
 
 def install_targets(text: str) -> set[str]:
@@ -62,18 +113,44 @@ def dockerfile() -> str:
     return DOCKERFILE.read_text()
 
 
+def make_variables(run: str) -> dict[str, str]:
+    """The VAR=value words of a `make TARGET ...` command."""
+    words = shlex.split(run)
+    return dict(word.split("=", 1) for word in words[words.index("make") + 2:] if "=" in word)
+
+
+def as_install_locked(runs: list[str]) -> str:
+    """The one `make install-locked` that does what an image's make steps do: their variables together."""
+    variables: dict[str, str] = {}
+    for run in runs:
+        variables |= make_variables(run)
+    return shlex.join(["make", "install-locked", *(f"{name}={value}" for name, value in variables.items())])
+
+
+def image_installs(text: str, stage: str) -> list[str]:
+    """The RUNs of an image (its stage and those it starts from) that install through make."""
+    return [rest for keyword, rest in stage_steps(text)[stage] if keyword == "RUN" and install_targets(rest)]
+
+
 def test_dockerfile_installs_through_the_make_target_the_docs_name(dockerfile):
     docs = documented_install((ROOT / "README.md").read_text(), (ROOT / "docs" / "kubernetes.md").read_text())
-    runs = [run for commands in stages(dockerfile).values() for run in commands]
-    assert install_targets(" ".join(runs)) == install_targets(docs) == {"install-locked"}
-    for run in runs:  # every pip the image runs goes through that target
+    assert install_targets(docs) == {"install-locked"}
+    for stage in ("cpu", "cuda"):  # its two steps, apart, are exactly what the documented target runs
+        runs = image_installs(dockerfile, stage)
+        assert make_steps(stage_steps(dockerfile)[stage]) == IMAGE_STEPS
+        assert "".join(map(dry_run, runs)) == dry_run(as_install_locked(runs)), stage
+    for run in (run for commands in stages(dockerfile).values() for run in commands):  # no pip beside the target
         assert "pip install" not in run, run
 
 
-def test_dockerfile_install_check_catches_a_target_renamed_on_one_side(dockerfile):
+def test_dockerfile_install_check_catches_a_step_left_out_or_renamed(dockerfile):
+    deps, project = image_installs(dockerfile, "cpu")
+    assert dry_run(deps) != dry_run(as_install_locked([deps]))  # the project's install left out
+    assert dry_run(deps) + dry_run(project.replace("VENV=", "VENV=/elsewhere")) != \
+        dry_run(as_install_locked([deps, project]))
+    renamed = dockerfile.replace("make install-locked-deps", "make install-frozen-deps")
+    assert make_steps(stage_steps(renamed)["cpu"]) != IMAGE_STEPS
     docs = (ROOT / "docs" / "kubernetes.md").read_text()
-    renamed = dockerfile.replace("make install-locked", "make install-frozen")
-    assert install_targets(" ".join(stages(renamed)["cpu"])) != install_targets(docs)
     assert documented_install("no make here", docs) == docs
     assert documented_install("run `make install-frozen`", docs) == "run `make install-frozen`"
 
@@ -81,13 +158,47 @@ def test_dockerfile_install_check_catches_a_target_renamed_on_one_side(dockerfil
 def test_dockerfile_cpu_and_cuda_images_install_their_locks_with_hashes(dockerfile):
     by_stage = stages(dockerfile)
     assert {"base", "cpu", "cuda"} <= set(by_stage)
-    for stage, lock in (("cpu", "cluster/locks/head.txt"), ("cuda", "cluster/locks/gpu-worker.txt")):
-        (install,) = [run for run in by_stage[stage] if install_targets(run)]
-        commands = dry_run(install)
+    for stage, lock in (("cpu", "cluster/locks/cpu.txt"), ("cuda", "cluster/locks/gpu-worker.txt")):
+        commands = "".join(map(dry_run, image_installs(dockerfile, stage)))
         assert f"pip install -q --require-hashes --only-binary :all: -r {lock}" in commands, commands
-        assert "pip install -q --no-deps --no-build-isolation ." in commands  # the project, nothing beside the lock
+        assert "pip install -q --no-deps --no-build-isolation .\n" in commands  # the project, non-editable
         assert ("cuda-wheels.sh install" in commands) == (stage == "cuda")  # the kernels' wheels, on GPU images only
     assert (ROOT / "cluster" / "locks" / "cuda-kernels.txt").is_file()
+
+
+def test_dockerfile_installs_the_dependencies_before_it_copies_the_source(dockerfile):
+    """A code change rebuilds the layers from the first COPY whose files changed: the locked dependencies
+    (gigabytes) come from the lock and the Makefile alone, copied ahead, and the source comes after them."""
+    for stage in ("cpu", "cuda"):
+        assert layer_problems(stage_steps(dockerfile)[stage]) == [], stage
+    source_first = dockerfile.replace("COPY --chown=ray Makefile ./", "COPY --chown=ray . .")
+    assert layer_problems(stage_steps(source_first)["cpu"]) == ["copied before the dependencies' install: ['.']"]
+    one_step = dockerfile.replace("make install-locked-deps", "make install-locked", 1)
+    assert layer_problems(stage_steps(one_step)["cpu"])
+    *_, deps, source, project = stage_steps(dockerfile)["cpu"]
+    project_first = [*stage_steps(dockerfile)["cpu"][:-3], deps, project, source]  # the image would hold no code
+    assert layer_problems(project_first) == ["the source is not copied between the two installs"]
+
+
+def test_dockerfile_base_has_wget_for_kuberays_default_probes(dockerfile):
+    """KubeRay 1.4 gives a Ray container with no probes of its own `wget ... | grep success` exec probes."""
+    (apt,) = [run for run in stages(dockerfile)["base"] if "apt-get install" in run]
+    assert "wget" in shlex.split(apt.partition("apt-get install")[2].partition("&&")[0])
+
+
+def test_cpu_lock_is_the_heads_with_pytorchs_cpu_torch_and_no_cuda_wheels():
+    """cluster/locks/cpu.txt (the cpu image): every package pinned with hashes, at head.txt's version where both
+    have it, torch PyTorch's CPU build (found through the lock's first line, PyTorch's page of it), nothing of CUDA."""
+    text = (LOCKS / "cpu.txt").read_text()
+    options = [entry for entry in entries(text) if entry.startswith("--")]
+    assert options == [f"--find-links {TORCH_CPU_PAGE}"] and text.startswith(options[0])
+    packages = text.replace(options[0], "")
+    assert lock_problems(packages) == []
+    cpu, head = pins(packages), pins((LOCKS / "head.txt").read_text())
+    assert cpu["torch"] == Version("2.13.0+cpu") and cpu["torch"].public == str(head["torch"])
+    assert [name for name in cpu if CUDA_ONLY.fullmatch(name)] == [] < [name for name in head if CUDA_ONLY.fullmatch(name)]
+    assert {name: (head[name], cpu[name]) for name in cpu.keys() & head.keys() - {"torch"} if cpu[name] != head[name]} == {}
+    assert set(cpu) == set(head) - {name for name in head if CUDA_ONLY.fullmatch(name)}  # the head's, less CUDA's
 
 
 def test_install_locked_refuses_kernels_outside_the_venv_their_script_uses(tmp_path):

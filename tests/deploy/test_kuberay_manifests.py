@@ -1,6 +1,8 @@
-"""deploy/kuberay: manifests KubeRay 1.4 and Kubernetes take as written (no field either drops), a head no trial
+"""deploy/kuberay: manifests KubeRay 1.7 and Kubernetes take as written (no field either drops), a head no trial
 runs on, GPU groups from zero, a sweep plan that sees them, no credentials, and a RayJob entrypoint that
-`mamba-tune sweep` itself accepts. Pure file checks: no cluster, no network."""
+`mamba-tune sweep` itself accepts, with the storage the overlays give the head. The base's files as written here;
+the overlays as kubectl renders them: tests/deploy/test_kustomize_overlays.py. Pure file checks: no cluster, no
+network."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import pytest
 import yaml
 
 from tests.deploy.kuberay_fields import manifest_unknown_fields, model_unknown_fields
+from tests.deploy.kustomize_overlays import OVERLAYS, images, rendered
 from tuning.cli.main import build_parser
 from tuning.cluster.autoscaler import autoscaled_nodes
 from tuning.cluster.ray_autoscaler_api import node_types_of_raycluster
@@ -52,8 +55,15 @@ def test_kuberay_manifests_use_only_fields_kuberay_and_kubernetes_have(cluster, 
     assert cluster["apiVersion"] == job["apiVersion"] == "ray.io/v1"
     assert manifest_unknown_fields(cluster) == []
     assert manifest_unknown_fields(job) == []
-    extras = documents("base/raycluster.yaml")
-    assert model_unknown_fields(extras["PersistentVolumeClaim"], "V1PersistentVolumeClaim", "PVC") == []
+    claim = documents("base/head-volume.yaml")["PersistentVolumeClaim"]
+    assert model_unknown_fields(claim, "V1PersistentVolumeClaim", "PVC") == []
+    account = documents("base/service-account.yaml")["ServiceAccount"]
+    assert model_unknown_fields(account, "V1ServiceAccount", "ServiceAccount") == []
+
+
+def test_kuberay_base_images_are_the_placeholders_each_overlay_names(cluster):
+    # `images: [{name: mamba-tune, newName: REGISTRY/mamba-tune}]` renames exactly these
+    assert set(images(cluster)) == {"mamba-tune:cpu", "mamba-tune:cuda"}
 
 
 @pytest.mark.parametrize(("where", "misspelt", "path"), [
@@ -63,6 +73,7 @@ def test_kuberay_manifests_use_only_fields_kuberay_and_kubernetes_have(cluster, 
      "RayCluster.spec.headGroupSpec.template.spec.containers[0].envFom"),
     (lambda c: c["spec"]["workerGroupSpecs"][1]["template"]["spec"]["containers"][0]["resources"], "limit",
      "RayCluster.spec.workerGroupSpecs[1].template.spec.containers[0].resources.limit"),
+    (lambda c: c["spec"]["authOptions"], "secretname", "RayCluster.spec.authOptions.secretname"),
 ])
 def test_kuberay_field_check_catches_a_misspelt_field(cluster, where, misspelt, path):
     broken = copy.deepcopy(cluster)
@@ -122,19 +133,28 @@ def secret_names(spec: dict) -> set[str]:
 def test_kuberay_mlflow_and_credentials_come_from_secrets_only(cluster):
     text = (KUBERAY / "base" / "raycluster.yaml").read_text() + (KUBERAY / "rayjob.yaml").read_text()
     assert not KEY_LIKE.search(text)
-    every = [container(cluster["spec"]["headGroupSpec"]), *map(container, groups(cluster).values())]
-    for spec in every:  # the driver and every trial log to the same tracking server
-        assert "mamba-tune-mlflow" in secret_names(spec)
+    head, workers = container(cluster["spec"]["headGroupSpec"]), [*map(container, groups(cluster).values())]
+    assert "mamba-tune-mlflow" in secret_names(head)  # the tracking server's login: the driver's, on the head...
+    for spec in workers:  # ...alone: no trial talks to MLflow (docs/tracking.md), so no GPU pod holds the login
+        assert "mamba-tune-mlflow" not in secret_names(spec)
+    for spec in [head, *workers]:
         assert not any(var.get("name", "").startswith(("MLFLOW_", "AWS_")) and "value" in var for var in spec.get("env", []))
 
 
-def test_kuberay_rayjob_entrypoint_is_a_sweep_mamba_tune_accepts(job):
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_kuberay_rayjob_entrypoint_is_a_sweep_mamba_tune_accepts(job, overlay, monkeypatch):
     assert job["spec"]["clusterSelector"]["ray.io/cluster"] == "mamba-tune"
     entrypoint = job["spec"]["entrypoint"]
     words = shlex.split(entrypoint)
     assert words[:2] == ["mamba-tune", "sweep"]
+    # The head's environment, as the overlay sets it: the bucket is the storage, the file names none
+    settings = rendered(overlay)["ConfigMap", "mamba-tune-settings"]["data"]
+    monkeypatch.setenv("MAMBA_TUNE_STORAGE", settings["MAMBA_TUNE_STORAGE"])
     args = build_parser().parse_args(words[1:])
-    assert args.command == "sweep" and args.storage.startswith("s3://")
+    assert args.command == "sweep" and args.storage == settings["MAMBA_TUNE_STORAGE"]
+    # each `kubectl create` a sweep of its own, named after its Ray job: no --name to edit, no name in use refused
+    assert args.name_from_ray_job and args.name is None and "generateName" in job["metadata"]
+    assert "FILL" not in (KUBERAY / "rayjob.yaml").read_text()
     assert (ROOT / args.space).is_file()  # the space the image holds, relative to its working folder
     # MLflow from the head's MLFLOW_TRACKING_URI (the secret): KubeRay's submitter runs the entrypoint in a shell
     # of its own, which would expand a $VARIABLE to nothing before the head ever saw it.
@@ -147,7 +167,7 @@ def test_kuberay_rayjob_data_and_records_are_on_the_heads_volume(cluster, job):
     runs = {m["name"]: m["mountPath"] for m in head["volumeMounts"]}["head-runs"]
     assert runs == f"{head['workingDir']}/runs"  # runs/ of a sweep's working folder is the volume
     assert args.data.parts[0] == "runs" and not args.data.is_absolute()
-    claim = documents("base/raycluster.yaml")["PersistentVolumeClaim"]["metadata"]["name"]
+    claim = documents("base/head-volume.yaml")["PersistentVolumeClaim"]["metadata"]["name"]
     volumes = {v["name"]: v for v in cluster["spec"]["headGroupSpec"]["template"]["spec"]["volumes"]}
     assert volumes["head-runs"]["persistentVolumeClaim"]["claimName"] == claim
 
@@ -180,7 +200,7 @@ def test_ray_reads_the_stop_wait_the_manifests_set():
 def test_kuberay_gives_a_stopped_sweep_the_time_its_end_takes(cluster, job):
     # `ray job stop` and a RayJob deleted: SIGTERM, which the sweep handles as Ctrl-C, then SIGKILL after the wait
     head = container(cluster["spec"]["headGroupSpec"])
-    wait = int({var["name"]: var["value"] for var in head["env"]}[STOP_WAIT])  # every job on this cluster
+    wait = int({var["name"]: var.get("value") for var in head["env"]}[STOP_WAIT])  # every job on this cluster
     assert wait > sweep_stop_s()
     assert int(yaml.safe_load(job["spec"]["runtimeEnvYAML"])["env_vars"][STOP_WAIT]) == wait  # this job anywhere
     # the head pod deleted: its preStop hook stops the running jobs so, and waits for them, within the grace period
@@ -188,3 +208,10 @@ def test_kuberay_gives_a_stopped_sweep_the_time_its_end_takes(cluster, job):
     code = head["lifecycle"]["preStop"]["exec"]["command"][-1]
     compile(code, "preStop", "exec")
     assert "stop_job(" in code and "is_terminal()" in code
+
+
+def test_kuberay_rayjob_names_no_image(job):
+    """A plain file, which no overlay renders: an image in it would be pulled as written, one without its registry
+    from Docker Hub. It names none: KubeRay's default submitter takes the head's image, which the overlay named
+    with its registry (tests/deploy/test_cluster_access.py follows it through each overlay)."""
+    assert images(job) == []

@@ -17,7 +17,16 @@ from tuning.search.ledger import Ledger, TrialRecord
 from tuning.search.recipe import TrainingRecipe
 from tuning.search.space import SweepSpace, parse_space
 from tuning.sweep.manifest import SweepManifest, read_manifest
-from tuning.sweep_files import DEFAULT_STORAGE, LEDGER, MANIFEST, STUDY, latest_look, storage_flag, sweep_paths
+from tuning.sweep_files import (
+    LEDGER,
+    MANIFEST,
+    STUDY,
+    default_storage,
+    default_storage_help,
+    latest_look,
+    storage_flag,
+    sweep_paths,
+)
 from tuning.tracking.store import TrackingStore, open_store, resolve_store
 
 CHALLENGER = "challenger"  # the alias `best --register` gives by default
@@ -31,7 +40,7 @@ def add_command(commands: argparse._SubParsersAction) -> None:
                        "--config`, with its figures; with --register, ship the winner's own checkpoint to the MLflow "
                        "Model Registry without training it again.")
     best.add_argument("name", help="the sweep's name")
-    best.add_argument("--storage", default=DEFAULT_STORAGE, help=f"where the sweep lives (default {DEFAULT_STORAGE})")
+    best.add_argument("--storage", default=default_storage(), help=f"where the sweep lives ({default_storage_help()})")
     best.add_argument("--out", type=Path, help="output YAML (default: best.yaml in the sweep's folder)")
     best.add_argument("--force", action="store_true", help="replace an existing --out file")
     best.add_argument("--register", metavar="MODEL", help="register the winner's own best.pt (its trial's checkpoint, "

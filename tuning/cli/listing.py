@@ -10,7 +10,7 @@ from pathlib import Path
 from model.errors import InputError
 from tuning.cli.help import subcommand
 from tuning.errors import UsageError
-from tuning.sweep_files import DEFAULT_STORAGE, is_uri
+from tuning.sweep_files import default_storage, default_storage_help, is_uri
 from tuning.uri_secrets import STORAGE_CREDENTIALS, refuse_credentials
 
 
@@ -24,9 +24,8 @@ def add_command(commands: argparse._SubParsersAction) -> None:
                          "URI storage, the sweeps whose records are copied there; one this machine does not keep "
                          "and that is not finished is 'not finished (stored)': another head may be running it, "
                          "or its head was lost (`mamba-tune resume NAME --storage URI` continues it here).")
-    listing.add_argument("--storage", default=DEFAULT_STORAGE,
-                         help=f"the folder or URI the sweeps were started with --storage in (default "
-                              f"{DEFAULT_STORAGE})")
+    listing.add_argument("--storage", default=default_storage(),
+                         help=f"the folder or URI the sweeps were started with --storage in ({default_storage_help()})")
     listing.set_defaults(run=cmd_list)
 
 
@@ -42,7 +41,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         storage = Path(args.storage)
         if not storage.is_dir():
             raise UsageError(f"--storage {storage}: no such folder; pass the --storage the sweeps were started "
-                             f"with (default {DEFAULT_STORAGE})")
+                             f"with ({default_storage_help()})")
         sweeps = {p.parent.name: partial(summarise, p.parent) for p in sorted(storage.glob("*/sweep.json"))}
     if not sweeps:
         print(f"no sweeps in {args.storage}; start one with `mamba-tune sweep --storage {args.storage} ...`")

@@ -14,6 +14,7 @@ from typing import Any
 from tuning.cli.data_common import add_column_option, add_data_option, parse_columns, require_bars_file
 from tuning.cli.help import subcommand
 from tuning.cli.sweep_eta import SweepClock
+from tuning.cli.sweep_name import ray_job_name
 from tuning.cli.sweep_notify import add_notify_option, notified, notify_url, resume_notify_url
 from tuning.cli.sweep_progress import SweepProgress
 from tuning.cli.sweep_report import print_finalists, print_leaderboard, print_test_look
@@ -30,10 +31,11 @@ from tuning.search.space import AUTO, parse_space
 from tuning.search.study_store import check_study_url
 from tuning.sweep.manifest import SweepManifest, check_new, read_manifest
 from tuning.sweep_files import (
-    DEFAULT_STORAGE,
     LEDGER,
     RAY_LOG,
     SweepPaths,
+    default_storage,
+    default_storage_help,
     is_uri,
     storage_flag,
     sweep_paths,
@@ -58,7 +60,12 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     add_data_option(sweep, "Parquet file of bars")
     sweep.add_argument("--space", required=True, type=space_path,
                        help="search space: a shipped one by name (e.g. smoke) or a YAML file (e.g. my-space.yaml)")
-    sweep.add_argument("--name", help="the sweep's name (default: the space's name)")
+    names = sweep.add_mutually_exclusive_group()
+    names.add_argument("--name", help="the sweep's name (default: the space's name)")
+    names.add_argument("--name-from-ray-job", action="store_true",
+                       help="name the sweep after the Ray job that runs it, its submission id (a RayJob's: its "
+                       "name and a suffix KubeRay adds), so that each submission of one entrypoint is a sweep of "
+                       "its own")
     sweep.add_argument("--trials", type=int, help="number of trials (default: the space's)")
     sweep.add_argument("--memory-budget", type=float, metavar="MB",
                        help="memory a trial worker may use for training: batch sizes whose measured peak exceeds it "
@@ -92,8 +99,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
 
 
 def _storage_and_address(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--storage", default=DEFAULT_STORAGE,
-                        help=f"folder or URI for results and checkpoints (default {DEFAULT_STORAGE})")
+    parser.add_argument("--storage", default=default_storage(),
+                        help=f"folder or URI for results and checkpoints ({default_storage_help()})")
     parser.add_argument("--address", help="join a running Ray cluster (auto or HOST:PORT; default: RAY_ADDRESS, which "
                         "`ray job submit` sets, else a local Ray)")
     parser.add_argument("--tracking-uri", help="MLflow tracking server, http(s)://HOST:PORT (default: "
@@ -113,7 +120,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     notify = notify_url(args.notify, space)
     # the webhook URL is a secret: from here on in no space, so in no file, Ray Tune state or MLflow run
     space_values, space = {k: v for k, v in space_values.items() if k != "notify"}, replace(space, notify=None)
-    name = args.name or space.name
+    name = ray_job_name() if args.name_from_ray_job else args.name or space.name
     if not valid_name(name):
         raise UsageError(f"--name {name!r}: use letters, digits, '-' or '_'")
     if args.trials is not None and args.trials < 1:

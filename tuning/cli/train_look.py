@@ -31,13 +31,14 @@ from tuning.cli.figures import one_look_line, verdict_line
 from tuning.errors import UsageError
 from tuning.search.recipe import TrainingRecipe
 from tuning.sweep_files import (
-    DEFAULT_STORAGE,
     MANIFEST,
     TEST_LOOK,
     TRACKING_SPOOL,
     TRAIN_LOOK,
     SweepPaths,
     append_look,
+    default_storage,
+    default_storage_help,
     sweep_paths,
 )
 
@@ -62,7 +63,7 @@ def add_look_options(parser: argparse.ArgumentParser) -> None:
                         help="score the test segment of the bars a sweep's winner (--config best.yaml) was tuned on, "
                              "as a look counted in that sweep's test.json (look k of n); without it such a run "
                              "reports no test figures")
-    parser.add_argument("--storage", help=f"where the sweep of --look lives (default {DEFAULT_STORAGE})")
+    parser.add_argument("--storage", help=f"where the sweep of --look lives ({default_storage_help()})")
 
 
 def held_out_by(args: argparse.Namespace, config: TrainingRecipe) -> str | None:
@@ -97,7 +98,7 @@ def look_folder(args: argparse.Namespace, config: TrainingRecipe, sweep: str | N
     from tuning.sweep.manifest import SweepManifest
     from tuning.sweep.record_copies import fetch_records
 
-    paths = sweep_paths(args.storage or DEFAULT_STORAGE, sweep)
+    paths = sweep_paths(args.storage or default_storage(), sweep)
     fetch_records(paths)  # a URI storage: the records fetched where the folder is not here, a stale one refused
     if not (paths.folder / MANIFEST).is_file():
         raise UsageError(f"--look adds a look to sweep {sweep}'s {TEST_LOOK}, and {paths.folder} holds no sweep "
@@ -135,7 +136,7 @@ def score_test_segment(args: argparse.Namespace, config: TrainingRecipe, data: D
     if sweep is not None and looked is None:
         print(f"test           not scored: the test segment of these bars is the one sweep {sweep} held out, and "
               f"scoring it is a look the sweep counts; take it with: {_look_command(args)} (with --storage where "
-              f"the sweep is not in {DEFAULT_STORAGE})")
+              f"the sweep is not in {default_storage()})")
         return 0
     from model.holdout import har_squared_errors, score_squared_errors, squared_errors_on_test_segment
     from model.verdict import overlap, versus

@@ -114,10 +114,16 @@ def copy_records(paths: SweepPaths) -> None:
     made: set[str] = set()  # the folders made by this copy's uploads: each is made once
     for name in (*RECORDS, FOLDERS):
         _mirror_file(fs, paths.folder / name, f"{root}/{name}", made)
+    sent = set()  # staged files sent and removed since they were listed: the tracking thread runs on
     for name, local in here.items():
-        if name not in there or there[name].size != local.stat().st_size:  # a staged file never changes
-            _put(fs, local, f"{remote}/{name}", made)
-    for name in there.keys() - here.keys():  # sent to MLflow and removed here
+        try:
+            if name not in there or there[name].size != local.stat().st_size:  # a staged file never changes
+                _put(fs, local, f"{remote}/{name}", made)
+        except FileNotFoundError:  # a replay of its spool line finds it gone and takes it as sent (tracking/ops.py
+            if local.exists():  # LogArtifact), and so does the copy; the storage's side missing is an error
+                raise
+            sent.add(name)
+    for name in there.keys() - (here.keys() - sent):  # sent to MLflow and removed here
         fs.delete_file(f"{remote}/{name}")
     _put(fs, paths.folder / GENERATION, f"{root}/{GENERATION}", made)  # last: the copy is whole
 
@@ -281,22 +287,27 @@ def _key_below(prefix: str, key: str) -> str:
 
 
 def _mirror_file(fs: pyarrow.fs.FileSystem, local: Path, remote: str, made: set[str]) -> None:
-    """Upload `local`; when it is gone, delete the spool's copy (every write it held was sent), never another's:
-    the manifest, the ledger, the looks and the folders only ever grow."""
-    if local.exists():
+    """Upload `local`; when it is gone (the spool, emptied by the tracking thread, may go while it is copied),
+    delete the spool's copy (every write it held was sent), never another's: the manifest, the ledger, the looks and
+    the folders only ever grow."""
+    try:
         _put(fs, local, remote, made)
-    elif local.name == TRACKING_SPOOL and fs.get_file_info(remote).type == pyarrow.fs.FileType.File:
-        fs.delete_file(remote)
+    except FileNotFoundError:
+        if local.exists():  # the storage's side is missing: an error
+            raise
+        if local.name == TRACKING_SPOOL and fs.get_file_info(remote).type == pyarrow.fs.FileType.File:
+            fs.delete_file(remote)
 
 
 def _put(fs: pyarrow.fs.FileSystem, local: Path, remote: str, made: set[str]) -> None:
     """Upload `local` to `remote`, making its folder first unless `made` holds it (S3: each make is a request)."""
+    data = local.read_bytes()  # first: a file gone since it was listed (FileNotFoundError) leaves no empty object
     folder = remote.rpartition("/")[0]
     if folder not in made:
         fs.create_dir(folder, recursive=True)
         made.add(folder)
     with fs.open_output_stream(remote) as out:  # one object, written whole (S3: one PUT)
-        out.write(local.read_bytes())
+        out.write(data)
 
 
 def fetch_file(fs: pyarrow.fs.FileSystem, remote: str, local: Path) -> None:

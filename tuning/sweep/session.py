@@ -72,7 +72,9 @@ from tuning.sweep_files import (
     TRACKING_STAGING,
     TUNE_DIR,
     SweepPaths,
+    is_uri,
     read_test_looks,
+    storage_holds,
 )
 from tuning.tracking.log import SWEEP_KEY, TrackingLog, note
 from tuning.tracking.runs import SweepTracking, close_sweep, open_sweep
@@ -139,16 +141,28 @@ def drop_legacy_webhook(paths: SweepPaths, manifest: SweepManifest) -> None:
 def load_for_resume(paths: SweepPaths, manifest: SweepManifest) -> tuple[SweepPaths, SweepSpace, Dataset]:
     """The sweep's paths (where it ran), the space as it was, and the same data (refused if the file changed).
 
-    A sweep whose folder was on another head (tuning/sweep/record_copies.py) continues in this one's."""
+    A sweep whose folder was on another head (tuning/sweep/record_copies.py) continues in this one's. One whose
+    SQLite study is not here is refused: Ray Tune's saved searcher would report to trials no study holds. That is
+    another machine's folder, or this very folder fetched anew from the storage (a Kubernetes head's new volume at
+    the same path: folders.json then names no earlier folder)."""
     paths = SweepPaths(paths.name, paths.folder, manifest.ray_storage, manifest.study_url)  # e.g. s3://...
-    if earlier := earlier_folders(paths):
-        if manifest.study_url is None and not (paths.folder / STUDY).exists():
-            raise UsageError(f"sweep {paths.name!r}'s Optuna study is SQLite in {earlier[-1] / STUDY}, on the machine "
-                             f"that ran it last, and not here; resume it there (or copy that file to {paths.folder}), "
-                             "and give sweeps that must outlive their head --study-url postgresql://HOST/DB")
+    earlier = earlier_folders(paths)
+    if study_lost(paths, manifest):
+        where = (earlier[-1] if earlier else paths.folder) / STUDY
+        raise UsageError(f"sweep {paths.name!r}'s Optuna study is SQLite in {where}, on the machine (or the volume) "
+                         f"that ran it last, and not here; resume it there (or copy that file to {paths.folder}), "
+                         "and give sweeps that must outlive their head --study-url postgresql://HOST/DB")
+    if earlier:
         follow_move(paths)
     space = parse_space(manifest.space, str(paths.folder / MANIFEST))
     return paths, space, resumed_data(paths.name, manifest, space.run.data)  # refused when its samples changed
+
+
+def study_lost(paths: SweepPaths, manifest: SweepManifest) -> bool:
+    """Whether the sweep's study was SQLite in a folder whose records came back from a URI storage without it, while
+    Ray Tune's state there holds a searcher that reports to it (stopped before Tune saved any: nothing to lose)."""
+    return (manifest.study_url is None and is_uri(manifest.ray_storage) and not (paths.folder / STUDY).exists()
+            and storage_holds(paths.experiment))
 
 
 def start_ray(address: str | None, dashboard: bool = False) -> bool:
