@@ -107,6 +107,8 @@ KERNELS ?= no
 
 .PHONY: install-locked install-locked-deps install-project
 install-locked: install-locked-deps install-project
+# In that order, even under `make -j`: the project installs into the venv its dependencies' step made.
+.NOTPARALLEL:
 
 install-locked-deps:
 ifeq ($(KERNELS),yes)

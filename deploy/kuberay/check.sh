@@ -17,6 +17,7 @@ if [[ $# -ne 1 ]]; then
   exit 2
 fi
 folder=${1%/}
+folder=${folder:-/}
 overlay=$(basename "$folder")
 refuse() {  # what, rule, fix
   echo "error: overlay $overlay: $1, rule: $2, fix: $3" >&2
@@ -27,8 +28,10 @@ command -v kubectl >/dev/null || refuse "kubectl is not installed" "the check re
   "install kubectl 1.27 or newer"
 [[ -f $folder/kustomization.yaml ]] || refuse "$folder has no kustomization.yaml" "an overlay is a kustomize folder" \
   "copy one of deploy/kuberay/overlays/ and name that copy"
-if ! rendered=$(kubectl kustomize "$folder" 2>&1); then
-  refuse "kubectl kustomize $folder fails ($(grep -m1 . <<<"$rendered"))" "the overlay must render" \
+problems=$(mktemp)
+trap 'rm -f "$problems"' EXIT
+if ! rendered=$(kubectl kustomize "$folder" 2>"$problems"); then  # its warnings kept out of the YAML read below
+  refuse "kubectl kustomize $folder fails ($(grep -m1 . "$problems"))" "the overlay must render" \
     "correct the file it names"
 fi
 

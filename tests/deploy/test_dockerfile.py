@@ -134,7 +134,8 @@ def image_installs(text: str, stage: str) -> list[str]:
 
 def test_dockerfile_installs_through_the_make_target_the_docs_name(dockerfile):
     docs = documented_install((ROOT / "README.md").read_text(), (ROOT / "docs" / "kubernetes.md").read_text())
-    assert install_targets(docs) == {"install-locked"}
+    # the one target the docs give a machine of your own, and the image's two steps of it, named where they explain it
+    assert "install-locked" in install_targets(docs) and install_targets(docs) <= {"install-locked", *IMAGE_STEPS}
     for stage in ("cpu", "cuda"):  # its two steps, apart, are exactly what the documented target runs
         runs = image_installs(dockerfile, stage)
         assert make_steps(stage_steps(dockerfile)[stage]) == IMAGE_STEPS

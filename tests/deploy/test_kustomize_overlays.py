@@ -160,5 +160,6 @@ def test_the_pull_secret_component_reaches_every_pod(tmp_path):
     objects = {(doc["kind"], doc["metadata"]["name"]): doc for doc in render(mine)}
     secret = [{"name": "mamba-tune-pull"}]
     assert objects["ServiceAccount", "mamba-tune"]["imagePullSecrets"] == secret  # the Ray pods' account
+    assert objects["ServiceAccount", "default"]["imagePullSecrets"] == secret  # a RayJob's submitter's (no account)
     assert objects["Deployment", "mlflow"]["spec"]["template"]["spec"]["imagePullSecrets"] == secret
     assert "imagePullSecrets" not in rendered("eks")["ServiceAccount", "mamba-tune"]  # only where added

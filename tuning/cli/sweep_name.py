@@ -3,9 +3,11 @@ entrypoint submitted twice (two `kubectl create` of deploy/kuberay/rayjob.yaml) 
 name in use.
 
 Ray's job supervisor gives the job's driver its submission id in the JSON of RAY_JOB_CONFIG_JSON_ENV_VAR, under
-metadata.job_submission_id (ray/dashboard/modules/job/job_supervisor.py); KubeRay 1.4 submits a RayJob with the
+metadata.job_submission_id (ray/dashboard/modules/job/job_supervisor.py); KubeRay (1.4 to 1.7) submits a RayJob with the
 id `<RayJob name>-<5 random letters and digits>` (utils.GenerateRayJobId), `ray job submit` without --submission-id
-with `raysubmit_<16 letters and digits>`: both names a sweep may have. Read without importing Ray.
+with `raysubmit_<16 letters and digits>`: both names a sweep may have. Read without importing Ray. A job's own
+metadata (`ray job submit --metadata-json`, a RayJob's spec.metadata) is laid over Ray's, so a `job_submission_id`
+given there names the sweep instead.
 """
 
 from __future__ import annotations

@@ -114,6 +114,10 @@ def copy_records(paths: SweepPaths) -> None:
     made: set[str] = set()  # the folders made by this copy's uploads: each is made once
     for name in (*RECORDS, FOLDERS):
         _mirror_file(fs, paths.folder / name, f"{root}/{name}", made)
+    # Listed again now that the spool is up: a file staged (and its spool line written) since the first listing is
+    # named by the spool just sent, so it must go up with it; else a head lost before the next copy would take its
+    # spool line, replayed, for a file sent, and the artifact would be lost.
+    here = _staged_files(paths.folder)
     sent = set()  # staged files sent and removed since they were listed: the tracking thread runs on
     for name, local in here.items():
         try:

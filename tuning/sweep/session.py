@@ -150,8 +150,9 @@ def load_for_resume(paths: SweepPaths, manifest: SweepManifest) -> tuple[SweepPa
     if study_lost(paths, manifest):
         where = (earlier[-1] if earlier else paths.folder) / STUDY
         raise UsageError(f"sweep {paths.name!r}'s Optuna study is SQLite in {where}, on the machine (or the volume) "
-                         f"that ran it last, and not here; resume it there (or copy that file to {paths.folder}), "
-                         "and give sweeps that must outlive their head --study-url postgresql://HOST/DB")
+                         f"that ran it last, and not here; resume it there (or put that file back at "
+                         f"{paths.folder / STUDY}), and give sweeps that must outlive their head --study-url "
+                         "postgresql://HOST/DB")
     if earlier:
         follow_move(paths)
     space = parse_space(manifest.space, str(paths.folder / MANIFEST))
@@ -160,9 +161,12 @@ def load_for_resume(paths: SweepPaths, manifest: SweepManifest) -> tuple[SweepPa
 
 def study_lost(paths: SweepPaths, manifest: SweepManifest) -> bool:
     """Whether the sweep's study was SQLite in a folder whose records came back from a URI storage without it, while
-    Ray Tune's state there holds a searcher that reports to it (stopped before Tune saved any: nothing to lose)."""
-    return (manifest.study_url is None and is_uri(manifest.ray_storage) and not (paths.folder / STUDY).exists()
-            and storage_holds(paths.experiment))
+    the sweep had trials the study held: finished ones in the ledger (copied at each trial's end), or Ray Tune's
+    state there, whose searcher reports to the study (Tune saves it only now and then: either may come first).
+    Stopped before either: nothing to lose, and the sweep starts its study anew."""
+    if manifest.study_url is not None or not is_uri(manifest.ray_storage) or (paths.folder / STUDY).exists():
+        return False
+    return bool(Ledger(paths.folder / LEDGER).records) or storage_holds(paths.experiment)
 
 
 def start_ray(address: str | None, dashboard: bool = False) -> bool:

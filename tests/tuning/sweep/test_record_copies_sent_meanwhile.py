@@ -1,7 +1,10 @@
-"""A copy of a sweep's records (tuning/sweep/record_copies.py) made while the sweep's tracking thread sends: a staged
-file and the spool it lists, gone between the copy's listing and its upload, were sent to MLflow. The copy takes
-them as sent, as a replay of the spool does, and is whole; before, it stopped there and said in a progress line
-that it could not copy the records (one every few trials of a sweep on a cluster)."""
+"""A copy of a sweep's records (tuning/sweep/record_copies.py) made while the sweep's tracking thread runs.
+
+A staged file gone between the copy's listing and its upload was sent to MLflow: the copy takes it as sent, as a
+replay of the spool does, and is whole (before, it stopped there and said in a progress line that it could not copy
+the records: one every few trials of a sweep on a cluster). A file staged while the copy runs, whose line is in the
+spool the copy sends, goes up with it: else a head lost before the next copy would replay that line, find no file,
+take it as sent, and the artifact would be lost."""
 
 from __future__ import annotations
 
@@ -24,32 +27,58 @@ def stage(paths: SweepPaths, trial: str) -> Path:
     return staged
 
 
-def test_files_sent_while_the_records_are_copied_are_taken_as_sent(tmp_path, monkeypatch):
-    bucket = tmp_path / "bucket"
-    paths = SweepPaths("k", tmp_path / "head" / "runs" / "sweeps" / "k", f"file://{bucket}")
+def sweep_with_one_copy(tmp_path: Path) -> SweepPaths:
+    """A sweep whose records were copied once (t1's file and its spool line), then t2 ended: the next copy is due."""
+    paths = SweepPaths("k", tmp_path / "head" / "runs" / "sweeps" / "k", f"file://{tmp_path / 'bucket'}")
     paths.folder.mkdir(parents=True)
     (paths.folder / MANIFEST).write_text('{"name": "k"}')
     (paths.folder / LEDGER).write_text("[]")
     stage(paths, "t1")
     copy_records(paths)  # generation 1: the spool and t1's file are copied, not yet sent
-    (paths.folder / LEDGER).write_text('[{"trial_id": "t1"}]')  # t2 ended: the next copy
+    (paths.folder / LEDGER).write_text('[{"trial_id": "t1"}]')
     stage(paths, "t2")
+    return paths
 
-    listed = record_copies._staged_files
+
+def test_files_sent_while_the_records_are_copied_are_taken_as_sent(tmp_path, monkeypatch):
+    paths = sweep_with_one_copy(tmp_path)
+    listed, listings = record_copies._staged_files, []
 
     def sent_once_listed(folder: Path) -> dict[str, Path]:
         found = listed(folder)
-        for staged in found.values():  # the tracking thread sends each write and removes its file...
-            staged.unlink()
-        (folder / TRACKING_SPOOL).unlink()  # ...and the spool, now empty
+        listings.append(found)
+        if len(listings) == 2:  # the listing the uploads go by: then the tracking thread sends each write and
+            for staged in found.values():  # removes its file, and the spool, now empty
+                staged.unlink()
+            (folder / TRACKING_SPOOL).unlink()
         return found
 
     monkeypatch.setattr(record_copies, "_staged_files", sent_once_listed)
     copy_records(paths)
 
-    copy = bucket / "k"
+    copy = tmp_path / "bucket" / "k"
     assert {p.relative_to(copy).as_posix() for p in copy.rglob("*") if p.is_file()} == {
-        MANIFEST, LEDGER, FOLDERS, GENERATION}  # nothing left to send, no empty object
+        MANIFEST, LEDGER, FOLDERS, GENERATION, TRACKING_SPOOL}  # no staged file left, no empty object; the spool's
+    # lines name files gone, which a replay takes as sent
     assert (copy / LEDGER).read_text() == '[{"trial_id": "t1"}]'
     assert (copy / GENERATION).read_text() == (paths.folder / GENERATION).read_text()  # whole: generation 2
     assert json.loads((copy / GENERATION).read_text())["generation"] == 2
+
+
+def test_a_file_staged_while_the_records_are_copied_goes_up_with_the_spool_that_names_it(tmp_path, monkeypatch):
+    paths = sweep_with_one_copy(tmp_path)
+    listed, listings = record_copies._staged_files, []
+
+    def staged_once_listed(folder: Path) -> dict[str, Path]:
+        found = listed(folder)
+        listings.append(found)
+        if len(listings) == 1:  # t3 ends right after the first listing, before the spool is sent
+            stage(paths, "t3")
+        return found
+
+    monkeypatch.setattr(record_copies, "_staged_files", staged_once_listed)
+    copy_records(paths)
+
+    copy = tmp_path / "bucket" / "k"
+    assert '"key": "t3"' in (copy / TRACKING_SPOOL).read_text()
+    assert (copy / TRACKING_STAGING / "t3" / "loss_curve.png").read_bytes() == b"png"  # the file its line names
