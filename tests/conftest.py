@@ -77,17 +77,21 @@ def s3_server():
     server.stop()
 
 
-@pytest.fixture()
-def postgres():
-    """A running PostgreSQL server (tests.postgres_server.PostgresServer), stopped and removed at the end."""
-    from tests.postgres_server import PostgresServer
-
-    server = PostgresServer()
+def serving(server):
+    """Yield the server started, and stop it at the end, even when its start or the test fails."""
     try:
         server.start()
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture()
+def postgres():
+    """A running PostgreSQL server (tests.postgres_server.PostgresServer), stopped and removed at the end."""
+    from tests.postgres_server import PostgresServer
+
+    yield from serving(PostgresServer())
 
 
 @pytest.fixture()
@@ -97,12 +101,15 @@ def mlflow_server(tmp_path):
 
     folder = tmp_path / "mlflow-server"
     folder.mkdir()
-    server = MlflowServer(folder)
-    try:
-        server.start()
-        yield server
-    finally:
-        server.stop()
+    yield from serving(MlflowServer(folder))
+
+
+@pytest.fixture(scope="module")
+def tracking_server(tmp_path_factory):
+    """A running `mlflow server` for a whole module (a Ray cluster's tests, which share one cluster)."""
+    from tests.tuning.mlflow_server import MlflowServer
+
+    yield from serving(MlflowServer(tmp_path_factory.mktemp("mlflow-server")))
 
 
 @pytest.fixture(scope="session")

@@ -1,5 +1,5 @@
-"""A two-node Ray cluster on this machine, a real `mlflow server` beside it, and bars in a folder both nodes see;
-cluster.yaml as the file tests read it."""
+"""A two-node Ray cluster on this machine (a real `mlflow server` beside it: tests/conftest.py's tracking_server), and
+bars in a folder both nodes see; cluster.yaml as the file tests read it."""
 
 from __future__ import annotations
 
@@ -8,8 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.cluster.ray_cluster import RayCluster, client_token_auth
-from tests.tuning.mlflow_server import MlflowServer
+from tests.cluster.ray_cluster import RayCluster, running
 
 TRIAL_SLOT = "trial_slot"  # the custom resource only the worker node has: trials ask for it
 SPOT_SLOT = "spot_slot"  # the same, for the nodes the preemption test starts
@@ -29,22 +28,8 @@ def worker_types(config: dict) -> dict:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    """Head (1 CPU, where the drivers run) + node "worker-a" (2 CPU, 2 trial_slot); every process killed at the end."""
-    ray_cluster = RayCluster(tmp_path_factory.mktemp("ray-logs"))
-    with client_token_auth():
-        try:
-            ray_cluster.start_head(cpus=1)
-            ray_cluster.add_node("worker-a", cpus=2, resources={TRIAL_SLOT: 2})
-            yield ray_cluster
-        finally:
-            ray_cluster.stop()
-
-
-@pytest.fixture(scope="module")
-def tracking_server(tmp_path_factory):
-    server = MlflowServer(tmp_path_factory.mktemp("mlflow-server"))
-    try:
-        server.start()
-        yield server
-    finally:
-        server.stop()
+    """Head (1 CPU, where the drivers run) + node "worker-a" (2 CPU, 2 trial_slot); every process killed at the end.
+    tracking_server, a real `mlflow server` for the module: tests/conftest.py."""
+    with running(RayCluster(tmp_path_factory.mktemp("ray-logs")), head_cpus=1, worker="worker-a", worker_cpus=2,
+                 resources={TRIAL_SLOT: 2}) as ray_cluster:
+        yield ray_cluster

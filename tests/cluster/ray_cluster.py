@@ -24,12 +24,16 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tests.processes import process_tree
 from tests.tuning.mlflow_server import free_port
+
+if TYPE_CHECKING:
+    from ray.job_submission import JobStatus
 
 RAY = str(Path(sys.executable).with_name("ray"))
 AUTH_MODE = "RAY_AUTH_MODE"
@@ -56,22 +60,60 @@ def _kill(pids: list[int]) -> None:
                 pass
 
 
+def kill_holding_files_in(folder: str) -> None:
+    """SIGKILL every process with a file open under `folder`: a Ray started with --temp-dir=folder, and only it."""
+    _kill(_holding_files_in(folder))
+
+
+@contextmanager
+def environment_variable(name: str, value: str, reload: Callable[[], object]) -> Iterator[None]:
+    """`name`=`value` in this process while the context lasts, `reload` called after each change (Ray caches what it
+    read of the environment)."""
+    saved = os.environ.get(name)
+    os.environ[name] = value
+    reload()
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = saved
+        reload()
+
+
 @contextmanager
 def client_token_auth() -> Iterator[None]:
     """RAY_AUTH_MODE=token in this process while the cluster lives (Ray caches it: its config is reloaded)."""
     from ray._raylet import Config
 
-    saved = os.environ.get(AUTH_MODE)
-    os.environ[AUTH_MODE] = "token"
-    Config.initialize("")
-    try:
+    with environment_variable(AUTH_MODE, "token", lambda: Config.initialize("")):
         yield
-    finally:
-        if saved is None:
-            os.environ.pop(AUTH_MODE, None)
-        else:
-            os.environ[AUTH_MODE] = saved
-        Config.initialize("")
+
+
+@contextmanager
+def running(cluster: RayCluster, head_cpus: int, worker: str, worker_cpus: int,
+            resources: dict[str, float] | None = None, timeout_s: float = 120) -> Iterator[RayCluster]:
+    """The cluster's head and one worker node `worker` started, token authentication on in this process too; every
+    process of the cluster killed at the end, even when a start or the test fails."""
+    with client_token_auth():
+        try:
+            cluster.start_head(cpus=head_cpus, timeout_s=timeout_s)
+            cluster.add_node(worker, cpus=worker_cpus, resources=resources, timeout_s=timeout_s)
+            yield cluster
+        finally:
+            cluster.stop()
+
+
+def wait_for_job(dashboard: str, job: str, deadline_s: float) -> tuple[JobStatus, str]:
+    """Until the Ray job has ended, or fail at `deadline_s` (time.monotonic()) -> (its status, its logs)."""
+    from ray.job_submission import JobSubmissionClient
+
+    client = JobSubmissionClient(dashboard)
+    while not (status := client.get_job_status(job)).is_terminal():
+        assert time.monotonic() < deadline_s, f"job {job} still {status}: {client.get_job_logs(job)[-3000:]}"
+        time.sleep(2)
+    return status, client.get_job_logs(job)
 
 
 class RayCluster:
@@ -150,7 +192,7 @@ class RayCluster:
         self._stop_jobs()
         for name in [n for n in self.nodes if n != "head"] + (["head"] if "head" in self.nodes else []):
             self._kill_quietly(name)
-        _kill(_holding_files_in(self.temp_dir))  # orphans: anything of the cluster its node's tree lost
+        kill_holding_files_in(self.temp_dir)  # orphans: anything of the cluster its node's tree lost
         shutil.rmtree(self.temp_dir, ignore_errors=True)  # Ray's session files and logs
 
     def alive_nodes(self) -> list:

@@ -32,6 +32,7 @@ from ray.job_submission import JobStatus, JobSubmissionClient
 
 from tests.cli import ROOT, free_port
 from tests.cluster.ray_cluster import RayCluster, client_token_auth
+from tests.deploy.pod_env import container_env
 from tests.tuning.mlflow_layout import assert_sweep_logged
 from tests.tuning.sweeps import SPACE, ledger, write_space
 from tuning.sweep_files import LEDGER, MANIFEST, TEST_LOOK
@@ -87,14 +88,17 @@ def put_bars(bars: Path, workdir: Path) -> None:
 @pytest.mark.timeout(1800)  # two clusters and a sweep in two halves, on a machine that may be busy
 def test_a_stopped_job_is_finished_from_the_storage_on_a_new_head_with_a_new_volume(
         bars, tracking_server, postgres, tmp_path, monkeypatch):
-    monkeypatch.setenv("PGUSER", postgres.user)  # for this process's look at the study
-    monkeypatch.setenv("PGPASSWORD", postgres.password)
-    study_url = postgres.create_database("optuna")
-    stop_wait = {var["name"]: var.get("value") for var in head_container()["env"]}[STOP_WAIT]
-    # the head pod's environment: the manifest's stop wait, and the secrets (MLflow's URI, the database's login)
-    head_env = {STOP_WAIT: stop_wait, "MLFLOW_TRACKING_URI": tracking_server.url, **postgres.env}
+    monkeypatch.setenv("PGPASSWORD", postgres.password)  # for this process's look at the study
+    # the user in the URL, the password from the head's environment (the secret mamba-tune-db), as in a pod
+    study_url = postgres.create_database("optuna").replace("://", f"://{postgres.user}@")
     bucket = tmp_path / "bucket"
     storage = f"file://{bucket}/sweeps"
+    # the head pod's environment, as the kubelet builds it from the manifest: its env (the stop wait) and its envFrom,
+    # the overlay's settings (the storage, MLflow's URI) and the optional secret mamba-tune-db
+    settings = {"MAMBA_TUNE_STORAGE": storage, "MLFLOW_TRACKING_URI": tracking_server.url}
+    head_env = container_env(head_container(), {"mamba-tune-settings": settings},
+                             {"mamba-tune-db": {"PGPASSWORD": postgres.password}})
+    assert STOP_WAIT in head_env and "PGUSER" not in head_env
     copy = bucket / "sweeps" / NAME  # the records' copy in the storage
     space = write_space(tmp_path, trials=2, initial=INITIAL, resources={"max_concurrent": 1})  # the image's
     workdir = tmp_path / "workdir"  # the head's working folder; its runs/ is the head's volume

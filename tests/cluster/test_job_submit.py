@@ -1,6 +1,6 @@
 """Sweeps submitted through Ray's Jobs API as KubeRay's RayJob submits deploy/kuberay/rayjob.yaml: a head with no
 CPU for trials (num-cpus 0), a worker node that runs them, the tracking server's URI and the sweep storage in the
-job's environment (on Kubernetes, the head's, from the overlay's settings), and the entrypoint's relative paths
+head's environment (as a pod's envFrom gives it, from the overlay's settings), and the entrypoint's relative paths
 resolved in the folder `ray start` runs in (the image's working folder). The same entrypoint submitted twice in a
 row is two sweeps, each named after its job: both succeed, print the winner's one look at the test segment, and
 leave their files in the storage and their runs in MLflow."""
@@ -14,10 +14,12 @@ import time
 from pathlib import Path
 
 import pytest
-from ray.job_submission import JobStatus, JobSubmissionClient
+from ray.job_submission import JobStatus
 
 from tests.cli import ROOT, run_cli
-from tests.cluster.ray_cluster import RayCluster, client_token_auth
+from tests.cluster.ray_cluster import RayCluster, running, wait_for_job
+from tests.deploy.kuberay_manifests import container, documents
+from tests.deploy.pod_env import container_env
 from tests.tuning.mlflow_layout import assert_sweep_logged
 from tests.tuning.sweeps import ledger
 from tuning.cli.main import build_parser
@@ -40,18 +42,20 @@ def workdir(tmp_path_factory) -> Path:
     return folder
 
 
+STORAGE = "runs/kept-sweeps"  # the overlay's MAMBA_TUNE_STORAGE: a folder here, which both nodes see; a bucket there
+
+
 @pytest.fixture(scope="module")
-def head_without_cpus(tmp_path_factory, workdir):
+def head_without_cpus(tmp_path_factory, workdir, tracking_server):
     """A head that offers trials nothing (as rayStartParams num-cpus "0"), its dashboard and Jobs API on, and one
-    worker node of 2 CPUs; both started in `workdir`."""
+    worker node of 2 CPUs; both started in `workdir`, with the environment the head container has in a pod: its env
+    and its envFrom, the overlay's settings (the storage, the tracking server) among them."""
+    head = container(documents("base/raycluster.yaml")["RayCluster"]["spec"]["headGroupSpec"])
+    settings = {"MAMBA_TUNE_STORAGE": STORAGE, "MLFLOW_TRACKING_URI": tracking_server.url}
     cluster = RayCluster(tmp_path_factory.mktemp("ray-logs"), cwd=workdir)
-    with client_token_auth():
-        try:
-            cluster.start_head(cpus=0)
-            cluster.add_node("worker", cpus=2)
-            yield cluster
-        finally:
-            cluster.stop()
+    cluster.env.update(container_env(head, {"mamba-tune-settings": settings}))
+    with running(cluster, head_cpus=0, worker="worker", worker_cpus=2):
+        yield cluster
 
 
 def test_job_submit_runs_each_submission_as_a_sweep_of_its_own(head_without_cpus, tracking_server, workdir, tmp_path,
@@ -61,19 +65,14 @@ def test_job_submit_runs_each_submission_as_a_sweep_of_its_own(head_without_cpus
     cluster = head_without_cpus
     entrypoint = shlex.join([str(MAMBA_TUNE), "sweep", "--data", "runs/data/bars.parquet",
                              "--space", "search_spaces/smoke.yaml", "--name-from-ray-job", *SHORTER])
-    # The head's environment, as an overlay's settings give it: the tracking server, and the storage (a folder
-    # here, which both local nodes see; the bucket on a cloud)
-    environment = {"MLFLOW_TRACKING_URI": tracking_server.url, "MAMBA_TUNE_STORAGE": "runs/kept-sweeps"}
-    monkeypatch.setenv("MAMBA_TUNE_STORAGE", environment["MAMBA_TUNE_STORAGE"])
+    assert cluster.env["MAMBA_TUNE_STORAGE"] == STORAGE  # in the head's environment, not the job's
+    monkeypatch.setenv("MAMBA_TUNE_STORAGE", STORAGE)
     args = build_parser().parse_args(shlex.split(entrypoint)[1:])  # what the RayJob test asks of its entrypoint
-    assert args.tracking_uri is None and args.storage == "runs/kept-sweeps" and args.name_from_ray_job
-    jobs = [cluster.submit(entrypoint, runtime_env={"env_vars": environment}) for _ in range(2)]  # in a row
-    client, deadline = JobSubmissionClient(cluster.dashboard), time.monotonic() + 900  # both, on two CPUs
+    assert args.tracking_uri is None and args.storage == STORAGE and args.name_from_ray_job
+    jobs = [cluster.submit(entrypoint) for _ in range(2)]  # in a row, nothing in their runtime_env
+    deadline = time.monotonic() + 900  # both, on two CPUs
     for job in jobs:
-        while (status := client.get_job_status(job)) not in {JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.STOPPED}:
-            assert time.monotonic() < deadline, f"job {job} still {status}: {client.get_job_logs(job)[-3000:]}"
-            time.sleep(2)
-        logs = client.get_job_logs(job)
+        status, logs = wait_for_job(cluster.dashboard, job, deadline)
         assert status == JobStatus.SUCCEEDED, logs[-4000:]
         assert f"sweep {job}: 2 trials, " in logs and "\ntest: " in logs, logs[-4000:]  # its name; its one test look
 
@@ -82,7 +81,7 @@ def test_job_submit_runs_each_submission_as_a_sweep_of_its_own(head_without_cpus
             for attempt in run["attempts"] for w in attempt["workers"]}
     assert used == {worker}, used  # no trial on the head
     for job in jobs:
-        sweep = workdir / "runs" / "kept-sweeps" / job  # relative to where `ray start` ran: the job's folder
+        sweep = workdir / STORAGE / job  # relative to where `ray start` ran: the job's folder
         assert (sweep / MANIFEST).is_file() and (sweep / LEDGER).is_file()
         records = ledger(sweep)
         assert sum(r["stage"] == "search" for r in records.values()) == 2

@@ -1,6 +1,6 @@
 """KubeRay 1.7's token authentication, as a model: for a RayCluster with `authOptions: {mode: token}`, the containers
 the operator runs and the `env` it gives each, and the header its own dashboard client sends. Tests run those
-containers' commands here with exactly that environment (pod_env.container_env reads the secretKeyRefs).
+containers' commands here with exactly that environment (pod_env.container_env builds it as the kubelet does).
 
 Taken from ray-project/kuberay at tag v1.7.0, ray-operator/controllers/ray/:
 - utils/util.go IsAuthEnabled (authOptions.mode == "token"); IsK8sAuthEnabled (enableK8sTokenAuth: Kubernetes' own
@@ -29,7 +29,7 @@ import copy
 MODE, TOKEN = "RAY_AUTH_MODE", "RAY_AUTH_TOKEN"
 SECRET_KEY = "auth_token"
 OPERATOR_HEADER = "x-ray-authorization"
-# BuildAutoscalerContainer's own env (the fieldRefs as the kubelet fills them in are not read by the tests)
+# BuildAutoscalerContainer's own env (its fieldRefs: a test gives the pod's fields, pod_env.container_env)
 _AUTOSCALER_ENV = [{"name": "RAY_CLUSTER_NAME",
                     "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['ray.io/cluster']"}}},
                    {"name": "RAY_CLUSTER_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},

@@ -14,8 +14,8 @@ import yaml
 
 from tests.deploy.kuberay_auth import MODE, SECRET_KEY, TOKEN, auth_enabled, operator_containers
 from tests.deploy.kuberay_fields import model_unknown_fields
+from tests.deploy.kuberay_manifests import KUBERAY, groups
 from tests.deploy.kustomize_overlays import OVERLAYS, has_registry, rendered
-from tests.deploy.test_kuberay_manifests import KUBERAY, documents, groups
 
 SECRET = "mamba-tune-ray-token"
 TOKEN_ENV = [{"name": MODE, "value": "token"},
@@ -27,16 +27,6 @@ OPERATOR = ({"kubernetes.io/metadata.name": "ray-system"}, {"app.kubernetes.io/n
 # picks at random (object and node managers, the workers' 10002-19999 range, agents' gRPC ports)
 RAY_PORTS = [6379, 8265, 10001, 8080, 52365, 10002, 19999, 33333, 61000]
 TOKEN_MIN_RAY = (2, 52)  # KubeRay 1.7 refuses authOptions.mode token below it (utils/validation.go)
-
-
-@pytest.fixture(scope="module")
-def cluster() -> dict:
-    return documents("base/raycluster.yaml")["RayCluster"]
-
-
-@pytest.fixture(scope="module")
-def job() -> dict:
-    return documents("rayjob.yaml")["RayJob"]
 
 
 @pytest.fixture(scope="module")

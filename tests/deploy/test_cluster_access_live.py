@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import secrets
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -20,16 +22,25 @@ import yaml
 from ray.job_submission import JobStatus, JobSubmissionClient
 
 from tests.cli import free_port
-from tests.cluster.ray_cluster import RAY, RayCluster, client_token_auth
+from tests.cluster.ray_cluster import RAY, RayCluster, client_token_auth, kill_holding_files_in
 from tests.deploy.kuberay_auth import SECRET_KEY, operator_containers, operator_headers, token_secret
+from tests.deploy.kuberay_manifests import container, documents, groups
 from tests.deploy.kuberay_submitter import submitter_command, wait_gcs_ready_check
-from tests.deploy.pod_env import IMAGE_VENV_PYTHON, TOKEN, container_env, process_token, secret_refs
-from tests.deploy.test_kuberay_manifests import container, documents, groups
+from tests.deploy.kustomize_overlays import rendered
+from tests.deploy.pod_env import IMAGE_VENV_PYTHON, TOKEN, base_env, container_env, process_token, secret_refs
 
 pytestmark = pytest.mark.faults
 SECRET = "mamba-tune-ray-token"
 ENTRYPOINT_SAYS = "ran-with-the-token"
 READY_WITHIN_S = 300  # generous: this machine's cores are shared, and Ray's start is slow when they are busy
+# The site's optional secrets the head takes whole through envFrom (the database's password, the tracking server's
+# login); mamba-tune-aws is left unmade, as on a cloud whose service-account role reaches S3
+SITE_SECRETS = {"mamba-tune-db": {"PGPASSWORD": "db-password"},
+                "mamba-tune-mlflow": {"MLFLOW_TRACKING_USERNAME": "sweeps",
+                                      "MLFLOW_TRACKING_PASSWORD": "mlflow-password"}}
+# The pod's fields the autoscaler's env names (fieldRef), as the kubelet fills them in
+POD_FIELDS = {"metadata.namespace": "mamba-tune", "metadata.name": "mamba-tune-head-7xk2p",
+              "metadata.labels['ray.io/cluster']": "mamba-tune"}
 
 
 @pytest.fixture(scope="module")
@@ -38,17 +49,23 @@ def manifests() -> tuple[dict, dict]:
 
 
 @pytest.fixture(scope="module")
-def head(manifests, tmp_path_factory):
-    """A head with the environment the operator gives the head container -> (cluster, the secrets as Kubernetes
-    would hold them, an empty home for the clients: no ~/.ray/auth_token there, the token)."""
+def settings() -> dict[str, dict[str, str]]:
+    """The ConfigMaps as the local overlay makes them: mamba-tune-settings, which each Ray container's envFrom reads."""
+    return {"mamba-tune-settings": rendered("local")["ConfigMap", "mamba-tune-settings"]["data"]}
+
+
+@pytest.fixture(scope="module")
+def head(manifests, settings, tmp_path_factory):
+    """A head with the environment the operator gives the head container, its envFrom's too (the local overlay's
+    settings, the optional secrets that are made) -> (cluster, the secrets as Kubernetes would hold them, an empty
+    home for the clients: no ~/.ray/auth_token there, the token)."""
     token = secrets.token_hex(32)
-    store = {token_secret(manifests[0]): {SECRET_KEY: token}}
+    store = {token_secret(manifests[0]): {SECRET_KEY: token}, **SITE_SECRETS}
     spec = operator_containers(manifests[0])["head"]
     assert secret_refs(spec) == {TOKEN: (SECRET, SECRET_KEY)}
     home = tmp_path_factory.mktemp("home")
-    env = container_env(spec, store, home)
     cluster = RayCluster(tmp_path_factory.mktemp("ray-logs"))
-    cluster.env.update({name: env[name] for name in ("RAY_AUTH_MODE", TOKEN)})
+    cluster.env.update(container_env(spec, settings, store))  # the container's own: on the base this machine gives
     with client_token_auth(), process_token(token):
         try:
             cluster.start_head(cpus=1, timeout_s=READY_WITHIN_S)
@@ -81,9 +98,20 @@ def operator_call(url: str, headers: dict[str, str], method: str = "GET") -> tup
         return refused.code, {}
 
 
+def test_a_job_on_the_head_has_what_its_envfrom_gives(head, settings):
+    """The settings and the optional secrets that exist reach the head's processes, a sweep's driver among them."""
+    cluster = head[0]
+    names = ["MAMBA_TUNE_STORAGE", "MLFLOW_TRACKING_URI", "PGPASSWORD", "MLFLOW_TRACKING_USERNAME"]
+    job = cluster.submit(f"printenv {' '.join(names)}", timeout_s=READY_WITHIN_S)
+    wait_for(cluster, job, JobStatus.SUCCEEDED)
+    logs = JobSubmissionClient(cluster.dashboard).get_job_logs(job)  # Ray's own lines around printenv's
+    given = {**settings["mamba-tune-settings"], **SITE_SECRETS["mamba-tune-db"], **SITE_SECRETS["mamba-tune-mlflow"]}
+    assert "\n" + "\n".join(given[name] for name in names) + "\n" in logs, logs
+
+
 def test_jobs_api_refuses_a_job_without_the_token_and_the_submitter_sends_it(head, manifests):
     cluster, store, home, _ = head
-    laptop = container_env({}, store, home)  # no RAY_AUTH_MODE, no token anywhere
+    laptop = base_env(home)  # no RAY_AUTH_MODE, no token anywhere
     submit = [RAY, "job", "submit", "--address", cluster.dashboard, "--no-wait", "--", "echo", "never"]
     refused = run(submit, laptop)
     assert refused.returncode != 0 and "Authentication required" in refused.stdout + refused.stderr, refused
@@ -96,7 +124,7 @@ def test_jobs_api_refuses_a_job_without_the_token_and_the_submitter_sends_it(hea
     job_id = "rayjob-with-token"
     submitter = operator_containers(*manifests, dashboard=cluster.dashboard, job_id=job_id)["submitter"]
     command = submitter_command(cluster.dashboard, job_id, f"echo {ENTRYPOINT_SAYS}", runtime_env)
-    done = run(command, container_env(submitter, store, home))
+    done = run(command, {**base_env(home), **container_env(submitter, secrets=store)})
     assert done.returncode == 0 and ENTRYPOINT_SAYS in done.stdout, done
     assert JobSubmissionClient(cluster.dashboard).get_job_status(job_id) == JobStatus.SUCCEEDED
 
@@ -121,17 +149,17 @@ def test_init_containers_and_autoscaler_reach_the_gcs_with_their_env(head, manif
     check = wait_gcs_ready_check(cluster.address)
     given = operator_containers(manifests[0])
     for group in groups(manifests[0]):  # KubeRay copies the worker's env into wait-gcs-ready, then adds the token
-        env = container_env(given[f"{group} wait-gcs-ready"], store, home)
+        env = {**base_env(home), **container_env(given[f"{group} wait-gcs-ready"], secrets=store)}
         done = run(check, env)
         assert done.returncode == 0, (group, done.stderr[-2000:])
     without_token = {name: value for name, value in env.items() if name != TOKEN}
     assert run(check, without_token).returncode != 0
-    autoscaler = container_env(given["autoscaler"], store, home)
+    autoscaler = {**base_env(home), **container_env(given["autoscaler"], secrets=store, fields=POD_FIELDS)}
     done = run([RAY, "status", "--address", cluster.address], autoscaler)  # the GCS, as the autoscaler reads it
     assert done.returncode == 0, done.stderr[-2000:]
 
 
-def test_heads_prestop_hook_stops_running_jobs_with_auth_on(head, manifests):
+def test_heads_prestop_hook_stops_running_jobs_with_auth_on(head, manifests, settings):
     cluster, store, home, _ = head
     spec = operator_containers(manifests[0])["head"]
     assert spec["lifecycle"] == container(manifests[0]["spec"]["headGroupSpec"])["lifecycle"]
@@ -140,7 +168,7 @@ def test_heads_prestop_hook_stops_running_jobs_with_auth_on(head, manifests):
     job = cluster.submit("sleep 600", timeout_s=READY_WITHIN_S)
     wait_for(cluster, job, JobStatus.RUNNING)
     client = JobSubmissionClient(cluster.dashboard)
-    env = container_env(spec, store, home)
+    env = {**base_env(home), **container_env(spec, settings, store)}
     assert run(hook, {name: value for name, value in env.items() if name != TOKEN}).returncode != 0
     assert client.get_job_status(job) == JobStatus.RUNNING  # without the token the hook reached nothing
     done = run(hook, env)
@@ -148,18 +176,19 @@ def test_heads_prestop_hook_stops_running_jobs_with_auth_on(head, manifests):
     assert client.get_job_status(job) == JobStatus.STOPPED
 
 
-def test_a_ray_container_without_the_operators_token_does_not_start(manifests, tmp_path):
+def test_a_ray_container_without_the_operators_token_does_not_start(manifests, settings, tmp_path):
     """authOptions pruned (an operator older than 1.6, a CRD left old): the head container has only the env the
     manifest writes, RAY_AUTH_MODE=token and no token, and its `ray start` refuses to run rather than run open."""
     pruned = {**manifests[0], "spec": {k: v for k, v in manifests[0]["spec"].items() if k != "authOptions"}}
     spec = operator_containers(pruned)["head"]
-    env = container_env(spec, {}, tmp_path)  # an empty home: no ~/.ray/auth_token either
+    env = {**base_env(tmp_path), **container_env(spec, settings)}  # an empty home: no ~/.ray/auth_token either
     assert env.get("RAY_AUTH_MODE") == "token" and TOKEN not in env
+    temp_dir = tempfile.mkdtemp(prefix="mt-ray-", dir="/tmp")  # short, as RayCluster's: Ray's socket paths must fit
     start = [RAY, "start", "--head", "--port", str(free_port()), "--num-cpus", "0", "--include-dashboard", "false",
-             "--temp-dir", str(tmp_path / "ray")]
-    done = run(start, env)
+             "--temp-dir", temp_dir]
     try:
+        done = run(start, env)
         assert done.returncode != 0 and "no authentication token was found" in done.stdout + done.stderr, done
-    finally:
-        if done.returncode == 0:  # started after all: stop what this test started (its temp folder), and only it
-            run(["pkill", "-f", str(tmp_path / "ray")], env)
+    finally:  # started after all, or in part: stop what this test started (what holds its temp folder), and only it
+        kill_holding_files_in(temp_dir)
+        shutil.rmtree(temp_dir, ignore_errors=True)

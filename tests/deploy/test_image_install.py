@@ -24,11 +24,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster.ray_cluster import RayCluster, client_token_auth
+from tests.cluster.ray_cluster import RayCluster, running
 from tests.deploy.test_dockerfile import DOCKERFILE, MAKE_INSTALL, copied, stage_steps
 from tests.packaging.fresh_env import ROOT, checkout_files
 from tests.tuning.mlflow_layout import assert_sweep_logged
-from tests.tuning.mlflow_server import MlflowServer
 from tests.tuning.sweeps import ledger
 
 pytestmark = pytest.mark.faults
@@ -36,6 +35,7 @@ IMAGE_HOME = "/home/ray"  # the Dockerfile's paths below it land in the test's f
 # search_spaces/smoke.yaml cut to a minute on two cores: two trials, three epochs, one finalist confirmed
 SHORTER = ["--set", "trials=2", "--set", "scheduler.max_epochs=3", "--set", "confirm.top_k=1"]
 CUDA_ONLY = ("nvidia-", "cuda-", "triton")  # what PyPI's linux torch brings for CUDA
+READY_WITHIN_S = 300  # as the other live tests: a node of the image's Ray may start slowly on busy cores
 PYTHON_INSTALL = re.compile(r"\bpip3?\b|\bpython[\d.]*\s+-m\b|\buv\b")  # a package put in other than by make
 
 
@@ -142,28 +142,13 @@ def test_cpu_image_holds_cpu_torch_no_cuda_wheels_and_the_project_installed_not_
 
 
 @pytest.fixture(scope="module")
-def tracking_server(tmp_path_factory):
-    server = MlflowServer(tmp_path_factory.mktemp("mlflow-server"))
-    try:
-        server.start()
-        yield server
-    finally:
-        server.stop()
-
-
-@pytest.fixture(scope="module")
 def image_cluster(image, tmp_path_factory):
     """The image's Ray as the manifests start it: a head offering trials nothing (num-cpus 0) and a worker of 2
     CPUs, both `ray start` of the image's venv, in its working folder."""
     cluster = RayCluster(tmp_path_factory.mktemp("ray-logs"), cwd=image.workdir, ray=str(image.bin / "ray"))
     cluster.env = {**image.env, **{k: v for k, v in cluster.env.items() if k.startswith("RAY_")}}
-    with client_token_auth():
-        try:
-            cluster.start_head(cpus=0)
-            cluster.add_node("worker", cpus=2)
-            yield cluster
-        finally:
-            cluster.stop()
+    with running(cluster, head_cpus=0, worker="worker", worker_cpus=2, timeout_s=READY_WITHIN_S):
+        yield cluster
 
 
 def test_cpu_image_runs_a_two_trial_sweep_on_a_two_node_ray_logging_to_mlflow(image, image_cluster, tracking_server,

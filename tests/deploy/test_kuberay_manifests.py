@@ -9,46 +9,21 @@ from __future__ import annotations
 import copy
 import re
 import shlex
-from pathlib import Path
 
 import pytest
 import yaml
 
 from tests.deploy.kuberay_fields import manifest_unknown_fields, model_unknown_fields
+from tests.deploy.kuberay_manifests import KUBERAY, ROOT, container, documents, groups
 from tests.deploy.kustomize_overlays import OVERLAYS, images, rendered
+from tests.deploy.pod_env import container_env, env_from_secrets
 from tuning.cli.main import build_parser
 from tuning.cluster.autoscaler import autoscaled_nodes
 from tuning.cluster.ray_autoscaler_api import node_types_of_raycluster
 from tuning.search.resources import gpus_on
 
-ROOT = Path(__file__).resolve().parents[2]
-KUBERAY = ROOT / "deploy" / "kuberay"
 GPU = "nvidia.com/gpu"
 KEY_LIKE = re.compile(r"AKIA[0-9A-Z]{16}|aws_secret_access_key|password:|token:|-----BEGIN [A-Z ]*PRIVATE KEY", re.I)
-
-
-def documents(name: str) -> dict[str, dict]:
-    """The file's manifests by kind."""
-    return {doc["kind"]: doc for doc in yaml.safe_load_all((KUBERAY / name).read_text()) if doc}
-
-
-@pytest.fixture(scope="module")
-def cluster() -> dict:
-    return documents("base/raycluster.yaml")["RayCluster"]
-
-
-@pytest.fixture(scope="module")
-def job() -> dict:
-    return documents("rayjob.yaml")["RayJob"]
-
-
-def groups(cluster: dict) -> dict[str, dict]:
-    return {group["groupName"]: group for group in cluster["spec"]["workerGroupSpecs"]}
-
-
-def container(group: dict) -> dict:
-    (only,) = group["template"]["spec"]["containers"]
-    return only
 
 
 def test_kuberay_manifests_use_only_fields_kuberay_and_kubernetes_have(cluster, job):
@@ -126,19 +101,36 @@ def test_kuberay_sweep_plans_for_the_gpu_pods_the_autoscaler_may_add(cluster):
     assert "ray_bootstrap_config" not in (KUBERAY / "base" / "raycluster.yaml").read_text()
 
 
-def secret_names(spec: dict) -> set[str]:
-    return {source["secretRef"]["name"] for source in spec.get("envFrom", []) if "secretRef" in source}
-
-
 def test_kuberay_mlflow_and_credentials_come_from_secrets_only(cluster):
     text = (KUBERAY / "base" / "raycluster.yaml").read_text() + (KUBERAY / "rayjob.yaml").read_text()
     assert not KEY_LIKE.search(text)
     head, workers = container(cluster["spec"]["headGroupSpec"]), [*map(container, groups(cluster).values())]
-    assert "mamba-tune-mlflow" in secret_names(head)  # the tracking server's login: the driver's, on the head...
-    for spec in workers:  # ...alone: no trial talks to MLflow (docs/tracking.md), so no GPU pod holds the login
-        assert "mamba-tune-mlflow" not in secret_names(spec)
     for spec in [head, *workers]:
         assert not any(var.get("name", "").startswith(("MLFLOW_", "AWS_")) and "value" in var for var in spec.get("env", []))
+
+
+SETTINGS = {"mamba-tune-settings": {"MAMBA_TUNE_STORAGE": "s3://bucket/sweeps",
+                                    "MLFLOW_TRACKING_URI": "http://mlflow:5000"}}
+LOGIN = {"MLFLOW_TRACKING_USERNAME": "sweeps", "MLFLOW_TRACKING_PASSWORD": "mlflow-password"}
+SECRETS = {"mamba-tune-db": {"PGPASSWORD": "db-password"}, "mamba-tune-mlflow": LOGIN}
+
+
+def test_kuberay_head_alone_gets_the_database_password_and_the_mlflow_login(cluster):
+    """The environment each Ray container starts with, as the kubelet builds it from envFrom: the head's has
+    PGPASSWORD from the secret mamba-tune-db (a sweep's --study-url postgresql://USER@HOST/DB names no password) and
+    the tracking server's login from mamba-tune-mlflow, both optional (a site without them still starts a head). No
+    worker holds the login: no trial talks to MLflow, only the driver on the head (docs/tracking.md)."""
+    head = container(cluster["spec"]["headGroupSpec"])
+    env = container_env(head, SETTINGS, SECRETS)
+    assert env["PGPASSWORD"] == "db-password" and LOGIN.items() <= env.items()
+    assert env["MAMBA_TUNE_STORAGE"] == "s3://bucket/sweeps"  # and the settings beside them
+    assert env_from_secrets(head)["mamba-tune-db"] is env_from_secrets(head)["mamba-tune-mlflow"] is True  # optional
+    without = container_env(head, SETTINGS, {})  # neither secret made: the head starts all the same, without them
+    assert "PGPASSWORD" not in without and not LOGIN.keys() & without.keys()
+    for name, group in groups(cluster).items():
+        worker = container_env(container(group), SETTINGS, SECRETS)
+        assert "mamba-tune-mlflow" not in env_from_secrets(container(group)), name
+        assert not LOGIN.keys() & worker.keys() and worker["MAMBA_TUNE_STORAGE"] == "s3://bucket/sweeps", name
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)

@@ -32,12 +32,12 @@ from mlflow.server.security_utils import INVALID_HOST_MSG, is_allowed_host_heade
 
 from tests.cli import free_port
 from tests.deploy.kuberay_fields import model_unknown_fields
-from tests.deploy.pod_command import command_line, container_env
+from tests.deploy.kustomize_overlays import OVERLAYS, rendered
+from tests.deploy.pod_env import command_line, container_env
 from tests.postgres_server import PostgresServer
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFEST = ROOT / "deploy" / "kuberay" / "base" / "mlflow.yaml"
-OVERLAYS = sorted(path.parent for path in (ROOT / "deploy" / "kuberay" / "overlays").glob("*/kustomization.yaml"))
 SETTINGS_KEYS = {"MLFLOW_BACKEND_STORE_URI", "MLFLOW_ARTIFACTS_DESTINATION"}  # what the server reads of the settings
 NAMESPACE = "team-ns"  # the pod's metadata.namespace, which the overlay sets
 KUBELET_HOST = "10.244.1.7:5000"  # a kubelet's httpGet probe goes to the pod's IP: Host is that IP and the port
@@ -149,15 +149,13 @@ def test_mlflow_allowed_hosts_name_the_service_and_nothing_wider(deployment, ser
         assert not is_allowed_host_header(hosts, refused), refused
 
 
-@pytest.mark.parametrize("overlay", OVERLAYS, ids=lambda path: path.name)
+@pytest.mark.parametrize("overlay", OVERLAYS)
 def test_every_overlay_gives_the_tracking_server_its_settings(overlay):
-    rendered = subprocess.run(["kubectl", "kustomize", str(overlay)], capture_output=True, text=True, timeout=120)
-    assert rendered.returncode == 0, rendered.stderr
-    docs = [doc for doc in yaml.safe_load_all(rendered.stdout) if doc]
-    (settings,) = [doc for doc in docs if doc["kind"] == "ConfigMap" and doc["metadata"]["name"] == "mamba-tune-settings"]
+    objects = rendered(overlay)
+    settings = objects["ConfigMap", "mamba-tune-settings"]
     assert SETTINGS_KEYS <= settings["data"].keys()
     assert not any(USER_AND_PASSWORD.search(value) for value in settings["data"].values())
-    (server,) = [doc for doc in docs if doc["kind"] == "Deployment" and doc["metadata"]["name"] == "mlflow"]
+    server = objects["Deployment", "mlflow"]
     assert server["metadata"].get("namespace") == settings["metadata"].get("namespace")  # where the pod reads it
     assert "/" in server_container(server)["image"]  # the overlay's registry reached it (`images:`)
 
@@ -245,7 +243,7 @@ def service_dns(tracking_server, monkeypatch):
         return resolve(host, port, *args, **kwargs)
 
     monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://mlflow:5000")  # every pod's, from the settings
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://mlflow:5000")  # every Ray pod has it; only the driver uses it
     monkeypatch.setenv("NO_PROXY", "mlflow")  # straight to the server, as inside the cluster
     return lookups
 

@@ -9,6 +9,7 @@ import re
 
 import pytest
 
+from tests.deploy.kuberay_manifests import ROOT, container, groups
 from tests.deploy.kuberay_probes import (
     AGENT_PORT,
     DASHBOARD_PORT,
@@ -21,15 +22,9 @@ from tests.deploy.kuberay_probes import (
     programs_called,
 )
 from tests.deploy.pod_env import IMAGE_VENV_PYTHON
-from tests.deploy.test_kuberay_manifests import ROOT, container, documents, groups
 
 # Debian's Essential packages: in every Debian image, python:3.11-slim-bookworm's too, whatever apt-get installs
 DEBIAN_ESSENTIAL = {"bash", "grep", "sed"}
-
-
-@pytest.fixture(scope="module")
-def cluster() -> dict:
-    return documents("base/raycluster.yaml")["RayCluster"]
 
 
 def ray_nodes(cluster: dict) -> dict[str, tuple[str, dict, dict]]:
@@ -94,5 +89,3 @@ def test_kuberay_1_7s_default_check_would_ask_the_agent_port_ray_listens_on(clus
     for name, (node, _, params) in ray_nodes(cluster).items():
         default = kuberay_1_7_default(version, node, int(params["dashboard-agent-listen-port"]))
         assert default == {"httpGet": {"path": UNIFIED_HEALTH_PATH, "port": AGENT_PORT}}, name
-    # below Ray 2.53 it would inject 1.4's wget commands, which test_image_has_what_kuberays_default_probes_call covers
-    assert kuberay_1_7_default("2.52.1", "head") == {"exec": {"command": ["bash", "-c", DEFAULT_COMMANDS["head"]]}}

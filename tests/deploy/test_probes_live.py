@@ -22,6 +22,7 @@ import pytest
 
 from tests.cluster.ray_cluster import RayCluster, client_token_auth
 from tests.deploy.kuberay_auth import SECRET_KEY, operator_containers, token_secret
+from tests.deploy.kuberay_manifests import container, documents, groups
 from tests.deploy.kuberay_probes import (
     AGENT_PORT,
     DASHBOARD_PORT,
@@ -32,8 +33,8 @@ from tests.deploy.kuberay_probes import (
     kuberay_1_7_default,
     with_ports,
 )
-from tests.deploy.pod_env import IMAGE_VENV_PYTHON, container_env, process_token
-from tests.deploy.test_kuberay_manifests import container, documents, groups
+from tests.deploy.kustomize_overlays import rendered
+from tests.deploy.pod_env import IMAGE_VENV_PYTHON, base_env, container_env, process_token
 from tests.tuning.mlflow_server import free_port
 
 pytestmark = pytest.mark.faults
@@ -50,12 +51,15 @@ def manifest() -> dict:
 @pytest.fixture(scope="module")
 def nodes(manifest, tmp_path_factory):
     """A head with the environment KubeRay 1.7 gives the head container (RAY_AUTH_MODE=token, RAY_AUTH_TOKEN from the
-    secret) and a worker "worker", each agent on its own port -> (cluster, {node: agent port}, the head's env)."""
+    secret; its envFrom: the local overlay's settings, no optional secret made) and a worker "worker", each agent on
+    its own port -> (cluster, {node: agent port}, the head's env)."""
     token = secrets.token_hex(32)  # a token of this test's own: not the ~/.ray/auth_token other clusters here use
     store = {token_secret(manifest): {SECRET_KEY: token}}
-    env = container_env(operator_containers(manifest)["head"], store, tmp_path_factory.mktemp("home"))
+    settings = {"mamba-tune-settings": rendered("local")["ConfigMap", "mamba-tune-settings"]["data"]}
+    own = container_env(operator_containers(manifest)["head"], settings, store)
+    env = {**base_env(tmp_path_factory.mktemp("home")), **own}
     cluster = RayCluster(tmp_path_factory.mktemp("ray-logs"))
-    cluster.env.update({name: env[name] for name in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN")})
+    cluster.env.update(own)
     agents = {"head": free_port(), "worker": free_port()}
     with client_token_auth(), process_token(token):
         try:

@@ -22,8 +22,8 @@ FINISHED = TrialRecord(trial_id="t_00000", params={"learning_rate": 1e-3}, stop_
                        best_val_loss=0.5, best_epoch=2, e0_val_loss=0.9, baseline_persistence=1.0, train_s=1.0)
 
 
-@pytest.mark.parametrize("saved", ["tune-state", "ledger"])
-@pytest.mark.parametrize("moved", [False, True], ids=["same-folder-new-volume", "another-machine"])
+@pytest.mark.parametrize(("moved", "saved"), [(False, "tune-state"), (True, "ledger")],
+                         ids=["same-folder-new-volume", "another-machine"])  # each case a CLI run: a few seconds
 def test_resume_refuses_a_sweep_whose_sqlite_study_stayed_on_the_lost_head(moved, saved, tmp_path):
     bucket, head = tmp_path / "bucket" / "sweeps", tmp_path / "head"
     storage = f"file://{bucket}"
