@@ -77,19 +77,11 @@ def s3_server():
     server.stop()
 
 
-def serving(server):
-    """Yield the server started, and stop it at the end, even when its start or the test fails."""
-    try:
-        server.start()
-        yield server
-    finally:
-        server.stop()
-
-
 @pytest.fixture()
 def postgres():
     """A running PostgreSQL server (tests.postgres_server.PostgresServer), stopped and removed at the end."""
     from tests.postgres_server import PostgresServer
+    from tests.processes import serving  # here: imported at the top, it would miss its assert rewrite (above)
 
     yield from serving(PostgresServer())
 
@@ -97,6 +89,7 @@ def postgres():
 @pytest.fixture()
 def mlflow_server(tmp_path):
     """A running `mlflow server` (tests.tuning.mlflow_server.MlflowServer), stopped at the end even on failure."""
+    from tests.processes import serving
     from tests.tuning.mlflow_server import MlflowServer
 
     folder = tmp_path / "mlflow-server"
@@ -107,6 +100,7 @@ def mlflow_server(tmp_path):
 @pytest.fixture(scope="module")
 def tracking_server(tmp_path_factory):
     """A running `mlflow server` for a whole module (a Ray cluster's tests, which share one cluster)."""
+    from tests.processes import serving
     from tests.tuning.mlflow_server import MlflowServer
 
     yield from serving(MlflowServer(tmp_path_factory.mktemp("mlflow-server")))

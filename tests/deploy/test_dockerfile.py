@@ -103,7 +103,9 @@ def dry_run(command: str) -> str:
     """What `make TARGET VARS` would run (make -n), from the repository root."""
     words = shlex.split(command)
     start = words.index("make")
-    done = subprocess.run(["make", "-n", *words[start + 1:]], cwd=ROOT, capture_output=True, text=True, timeout=60,
+    # --no-print-directory: under `make test` this make is a sub-make, which would add its "Entering directory" lines
+    done = subprocess.run(["make", "--no-print-directory", "-n", *words[start + 1:]], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60,
                           check=True)
     return done.stdout
 

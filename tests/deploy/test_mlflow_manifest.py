@@ -21,8 +21,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -35,6 +33,7 @@ from tests.deploy.kuberay_fields import model_unknown_fields
 from tests.deploy.kustomize_overlays import OVERLAYS, rendered
 from tests.deploy.pod_env import command_line, container_env
 from tests.postgres_server import PostgresServer
+from tests.processes import serving, wait_until_healthy
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFEST = ROOT / "deploy" / "kuberay" / "base" / "mlflow.yaml"
@@ -183,15 +182,7 @@ class TrackingServer:
         with open(self.folder / "server.log", "w") as log:
             self.process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT,
                                             start_new_session=True)
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            assert self.process.poll() is None, f"mlflow server exited: {self.log()}"
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=5):
-                    return
-            except OSError:
-                time.sleep(0.5)
-        raise AssertionError(f"mlflow server did not answer /health within {timeout_s} s: {self.log()}")
+        wait_until_healthy(self.process, f"http://127.0.0.1:{self.port}/health", timeout_s, self.log)
 
     def log(self) -> str:
         return (self.folder / "server.log").read_text(errors="replace")[-3000:]
@@ -220,12 +211,7 @@ class TrackingServer:
 
 @pytest.fixture(scope="module")
 def tracking_server(deployment, tmp_path_factory):
-    server = TrackingServer(deployment, tmp_path_factory.mktemp("mlflow-manifest"))
-    try:
-        server.start()
-        yield server
-    finally:
-        server.stop()
+    yield from serving(TrackingServer(deployment, tmp_path_factory.mktemp("mlflow-manifest")))
 
 
 @pytest.fixture()

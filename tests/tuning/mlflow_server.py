@@ -6,11 +6,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 from tests.cli import free_port
+from tests.processes import wait_until_healthy
 
 
 class MlflowServer:
@@ -31,16 +30,8 @@ class MlflowServer:
         with open(self.folder / "server.log", "a") as log:  # the process keeps its own copy of the handle
             self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
                                             env=self.env)
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"mlflow server exited: {(self.folder / 'server.log').read_text()[-2000:]}")
-            try:
-                with urllib.request.urlopen(f"{self.url}/health", timeout=2):
-                    return
-            except OSError:
-                time.sleep(0.5)
-        raise RuntimeError(f"mlflow server did not answer within {timeout_s} s")
+        wait_until_healthy(self.process, f"{self.url}/health", timeout_s,
+                           lambda: (self.folder / "server.log").read_text()[-2000:])
 
     def stop(self) -> None:
         """Kill the server and its workers at once, as a crash would (its store on disk stays)."""

@@ -130,6 +130,7 @@ def test_notify_url_prefers_the_flag_to_the_space_and_refuses_a_bad_one_without_
 
 
 @pytest.mark.integration
+@pytest.mark.faults  # a sweep resumed
 def test_resume_notify_tells_the_webhook_the_sweeps_end_and_verdict(finished_sweep, tmp_path, webhook):
     storage, uri = copy_sweep(finished_sweep, tmp_path)
     done = run_cli("resume", "t", "--storage", storage, "--notify", webhook.url)  # nothing to resume: no Ray

@@ -44,6 +44,7 @@ def test_cli_train_writes_config_metrics_and_checkpoints(workspace):
     assert "epoch   0/2" in done.stdout and "before training (E0)" in done.stdout
 
 
+@pytest.mark.faults  # a run interrupted and resumed (make test within 12 minutes)
 def test_cli_train_never_overwrites_a_run_and_resumes_it(workspace):
     out = workspace / "kept"
     args = ("train", "--data", workspace / "bars.parquet", "--config", workspace / "small.yaml", "--out", out)
@@ -304,6 +305,7 @@ def test_cli_train_winner_on_its_sweep_bars_scores_the_test_segment_only_as_a_co
     assert "test_ratio_har" not in client.get_run(run.info.run_id).data.metrics  # the train look's: test.json only
 
 
+@pytest.mark.faults  # bad input
 def test_cli_train_look_without_a_sweep_test_segment_to_count_it_is_one_line_exit_2(workspace, tmp_path):
     bars = workspace / "bars.parquet"
     cases = [

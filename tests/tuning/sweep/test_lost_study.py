@@ -18,6 +18,7 @@ from tuning.search.ledger import Ledger, TrialRecord
 from tuning.sweep.manifest import SweepManifest
 from tuning.sweep_files import LEDGER, MANIFEST, TUNE_DIR
 
+pytestmark = pytest.mark.faults  # a head lost with its volume
 FINISHED = TrialRecord(trial_id="t_00000", params={"learning_rate": 1e-3}, stop_reason="completed", stop_epoch=3,
                        best_val_loss=0.5, best_epoch=2, e0_val_loss=0.9, baseline_persistence=1.0, train_s=1.0)
 

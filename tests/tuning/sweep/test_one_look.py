@@ -76,6 +76,7 @@ def test_a_failed_look_is_said_and_tagged_and_resume_tries_it_again(finished_swe
     assert sweep_run(uri).data.tags["mamba_tune.test_look"] == "done"
 
 
+@pytest.mark.faults  # a second look, at another winner
 def test_a_look_at_another_winner_is_added_and_every_look_is_counted(finished_sweep, tmp_path):
     storage, uri = copy_sweep(finished_sweep, tmp_path)
     (look,) = looks(storage)

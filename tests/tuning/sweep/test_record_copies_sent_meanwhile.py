@@ -9,6 +9,7 @@ take it as sent, and the artifact would be lost."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 from tuning.sweep import record_copies
@@ -40,20 +41,30 @@ def sweep_with_one_copy(tmp_path: Path) -> SweepPaths:
     return paths
 
 
-def test_files_sent_while_the_records_are_copied_are_taken_as_sent(tmp_path, monkeypatch):
-    paths = sweep_with_one_copy(tmp_path)
+def on_listing(monkeypatch, number: int, meanwhile: Callable[[Path, dict[str, Path]], None]) -> None:
+    """The copy's `number`-th listing of the staged files (1: the first) is followed by `meanwhile(folder, found)`:
+    what the tracking thread does then."""
     listed, listings = record_copies._staged_files, []
 
-    def sent_once_listed(folder: Path) -> dict[str, Path]:
+    def listing(folder: Path) -> dict[str, Path]:
         found = listed(folder)
         listings.append(found)
-        if len(listings) == 2:  # the listing the uploads go by: then the tracking thread sends each write and
-            for staged in found.values():  # removes its file, and the spool, now empty
-                staged.unlink()
-            (folder / TRACKING_SPOOL).unlink()
+        if len(listings) == number:
+            meanwhile(folder, found)
         return found
 
-    monkeypatch.setattr(record_copies, "_staged_files", sent_once_listed)
+    monkeypatch.setattr(record_copies, "_staged_files", listing)
+
+
+def test_files_sent_while_the_records_are_copied_are_taken_as_sent(tmp_path, monkeypatch):
+    paths = sweep_with_one_copy(tmp_path)
+
+    def sent(folder: Path, found: dict[str, Path]) -> None:
+        for staged in found.values():  # the tracking thread sends each write and removes its file, then the spool
+            staged.unlink()
+        (folder / TRACKING_SPOOL).unlink()
+
+    on_listing(monkeypatch, 2, sent)  # the listing the uploads go by
     copy_records(paths)
 
     copy = tmp_path / "bucket" / "k"
@@ -67,16 +78,7 @@ def test_files_sent_while_the_records_are_copied_are_taken_as_sent(tmp_path, mon
 
 def test_a_file_staged_while_the_records_are_copied_goes_up_with_the_spool_that_names_it(tmp_path, monkeypatch):
     paths = sweep_with_one_copy(tmp_path)
-    listed, listings = record_copies._staged_files, []
-
-    def staged_once_listed(folder: Path) -> dict[str, Path]:
-        found = listed(folder)
-        listings.append(found)
-        if len(listings) == 1:  # t3 ends right after the first listing, before the spool is sent
-            stage(paths, "t3")
-        return found
-
-    monkeypatch.setattr(record_copies, "_staged_files", staged_once_listed)
+    on_listing(monkeypatch, 1, lambda folder, found: stage(paths, "t3"))  # t3 ends before the spool is sent
     copy_records(paths)
 
     copy = tmp_path / "bucket" / "k"
