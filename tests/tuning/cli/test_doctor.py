@@ -10,6 +10,7 @@ from tests.tuning.mlflow_server import free_port
 pytestmark = pytest.mark.integration
 
 
+@pytest.mark.faults  # a Ray started for the check alone: the doctor of clusters (make test within 12 minutes)
 def test_doctor_on_one_machine_reports_its_node_and_passes(tmp_path):
     done = run_cli("doctor", "--storage", tmp_path / "sweeps", "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}")
     assert done.returncode == 0, done.stdout + done.stderr

@@ -12,6 +12,8 @@ from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from tuning.sweep.orphan_groups import GRACE_S, LOOK_EVERY_S, OrphanGroups, use_state_api
 
+pytestmark = pytest.mark.faults  # actors died: their groups given back (a Ray with a dashboard for each test)
+
 
 @ray.remote(num_cpus=1)
 class Worker:

@@ -103,6 +103,7 @@ def test_best_register_ships_the_winners_own_checkpoint_as_challenger(finished_s
     torch.testing.assert_close(predicted, torch.from_numpy(expected))
 
 
+@pytest.mark.faults  # the ensemble, beside the single winner here (make test within 12 minutes)
 def test_best_register_ensemble_ships_the_mean_of_the_winners_seeds(finished_sweep, mlflow_server, tmp_path):
     """The session's sweep confirms its finalist on seed 1: with --ensemble, the model averages both runs."""
     _, storage, _, _ = finished_sweep
