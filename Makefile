@@ -12,7 +12,7 @@ STAMP := $(VENV)/.installed
 CHROMIUM := /usr/bin/chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test test-faults test-load lint bench clean ui docs
+.PHONY: demo install test test-faults test-load lint bench clean ui docs
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -28,6 +28,9 @@ else
 	MAMBA_SKIP_CUDA_BUILD=TRUE MAMBA_FORCE_BUILD=TRUE $(PY) -m pip install -q --no-build-isolation --no-deps mamba-ssm
 endif
 	touch $@
+
+# .venv with what `make demo` installs (the same extras, the same torch), and nothing run
+install: $(STAMP)
 
 demo: $(STAMP)
 	rm -rf runs/demo

@@ -1,7 +1,8 @@
 """Bar timestamps: instants as int64 nanoseconds since the epoch (UTC), and the zone of the market's clock.
 
 A timestamp column is one of:
-  timestamp with a zone    instants; the zone is the bars' clock (America/New_York: the session's own hours)
+  timestamp with a zone    instants; the zone is the bars' clock (America/New_York: the session's own hours; or a
+                           fixed offset, +09:00, for a market that keeps no daylight saving)
   timestamp without one    wall-clock times, taken as UTC (`mamba-tune data import --timezone` says otherwise)
   date                     midnight UTC of each day
   integer                  an epoch count in s, ms, us or ns. The unit is never guessed: given, or the only one that
@@ -71,4 +72,6 @@ def local_clock_ns(timestamp_ns: np.ndarray, zone: str) -> np.ndarray:
 
 
 def _is_offset(name: str) -> bool:
-    return len(name) == 6 and name[0] in "+-" and name[3] == ":" and (name[1:3] + name[4:]).isdigit()
+    """Whether `name` is a fixed UTC offset as Arrow reads a zone: +HH:MM, hours below 24 and minutes below 60."""
+    return (len(name) == 6 and name[0] in "+-" and name[3] == ":" and (name[1:3] + name[4:]).isdigit()
+            and int(name[1:3]) < 24 and int(name[4:]) < 60)

@@ -1,7 +1,8 @@
 """OHLCV bars from Parquet, read with pyarrow and validated before anything trains.
 
-Every failure is a `DataError` whose one-line message names the file, the column and
-the first offending row, says the rule, and says how to fix it.
+Volume is optional: bars without a volume column (FX, indices) have none (Bars.volume is None), and the features
+that need it are left out (model/features.py). Every failure is a `DataError` whose one-line message names the file,
+the column and the first offending row, says the rule, and says how to fix it.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from model.bars_location import bars_location, is_remote, open_object
 from model.errors import InputError
 
 FIELDS = ("timestamp", "open", "high", "low", "close", "volume")
+OPTIONAL_FIELDS = ("volume",)  # a file without this column has none (unless the column mapping names one)
 PRICES = ("open", "high", "low", "close")
 SYMBOL_COLUMNS = ("symbol", "ticker", "instrument")  # a column naming each bar's instrument (any case)
 
@@ -31,8 +33,10 @@ class DataError(InputError, ValueError):
 class Bars:
     """Validated bars: timestamp as int64 nanoseconds since the epoch (UTC), the rest float64.
 
-    All arrays have shape (n_bars,). timezone is the bars' clock (model/bar_times.py), the zone time-of-day
-    features read; epoch_unit, the unit integer timestamps were read in (None: the file held timestamps).
+    All arrays have shape (n_bars,). volume is None for bars without volume (a file without a volume column):
+    nothing stands in for it, so no consumer can read a made-up volume. timezone is the bars' clock
+    (model/bar_times.py), the zone time-of-day features read; epoch_unit, the unit integer timestamps were read in
+    (None: the file held timestamps).
     """
 
     path: str
@@ -41,19 +45,29 @@ class Bars:
     high: np.ndarray
     low: np.ndarray
     close: np.ndarray
-    volume: np.ndarray
+    volume: np.ndarray | None
     timezone: str = UTC
     epoch_unit: str | None = None
 
     def __len__(self) -> int:
         return len(self.close)
 
+    @property
+    def has_volume(self) -> bool:
+        return self.volume is not None
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        """The fields these bars have: FIELDS, less volume for bars without it."""
+        return FIELDS if self.has_volume else tuple(f for f in FIELDS if f != "volume")
+
 
 def read_bars(path: str | Path, columns: dict[str, str] | None = None) -> Bars:
     """Read and validate a Parquet file of bars: a path, or an s3:// or gs:// URI (model/bars_location.py).
 
     columns maps our field names (timestamp, open, high, low, close, volume) to the file's
-    column names, e.g. {"timestamp": "ts_event"}; other names are matched case-insensitively.
+    column names, e.g. {"timestamp": "ts_event"}; other names are matched case-insensitively. A file without a
+    volume column (and no mapping naming one) gives bars without volume.
     """
     path = bars_location(path)
     parquet = _open(path)
@@ -71,7 +85,7 @@ def read_bars(path: str | Path, columns: dict[str, str] | None = None) -> Bars:
             arrays[field] = _column(path, column, field, name)
         del column
         pa.default_memory_pool().release_unused()  # Arrow's allocator keeps freed pages otherwise
-    bars = Bars(path=str(path), **arrays, **times)
+    bars = Bars(path=str(path), **{"volume": None, **arrays}, **times)
     validate_bars(bars)
     return bars
 
@@ -90,7 +104,7 @@ def bars_from_table(table: pa.Table, source: str, columns: dict[str, str] | None
     timestamp, times = _timestamp_ns(where, mapping["timestamp"], table.column(mapping["timestamp"]))
     values = {field: _column(where, table.column(name), field, name)
               for field, name in mapping.items() if field != "timestamp"}
-    bars = Bars(path=source, timestamp=timestamp, **times, **values)
+    bars = Bars(path=source, timestamp=timestamp, **times, **{"volume": None, **values})
     validate_bars(bars)
     return bars
 
@@ -139,7 +153,8 @@ def _require_one_instrument(path: str | Path, name: str, column: pa.ChunkedArray
 
 
 def _resolve_columns(path: str | Path, schema: pa.Schema, columns: dict[str, str]) -> dict[str, str]:
-    """Our field -> the file's column name; unknown fields and missing columns are errors."""
+    """Our field -> the file's column name; unknown fields and missing columns are errors, except an optional
+    field's (volume) that the mapping does not name: it is left out."""
     unknown = sorted(set(columns) - set(FIELDS))
     if unknown:
         raise DataError(f"column mapping names {unknown[0]!r}, which is not a bar field; map only "
@@ -149,6 +164,8 @@ def _resolve_columns(path: str | Path, schema: pa.Schema, columns: dict[str, str
     for field in FIELDS:
         wanted = columns.get(field, field)
         name = wanted if wanted in schema.names else by_lower.get(wanted.lower())
+        if name is None and field in OPTIONAL_FIELDS and field not in columns:
+            continue
         if name is None:
             raise DataError(f"{path}: column {wanted!r} ({field}) is missing, the file has "
                             f"{', '.join(schema.names) or 'no columns'}; rename it or map it, e.g. "
@@ -231,14 +248,16 @@ def _first_out_of_range(column: pa.ChunkedArray) -> int:
 
 
 def validate_bars(bars: Bars) -> None:
-    """Each rule in turn; the first broken one raises, naming its first offending row."""
+    """Each rule in turn (volume's only for bars with volume); the first broken one raises, naming its first
+    offending row."""
     path = bars.path
-    for field in ("open", "high", "low", "close", "volume"):
+    for field in bars.fields[1:]:
         _fail_at(path, field, ~np.isfinite(getattr(bars, field)), "is NaN or infinite",
                  "every value must be finite; drop or fill that row")
     for field in PRICES:
         _fail_at(path, field, getattr(bars, field) <= 0, "is not positive", "prices must be > 0; fix or drop that row")
-    _fail_at(path, "volume", bars.volume < 0, "is negative", "volume must be >= 0; fix or drop that row")
+    if bars.has_volume:
+        _fail_at(path, "volume", bars.volume < 0, "is negative", "volume must be >= 0; fix or drop that row")
     _fail_at(path, "high", bars.high < bars.low, "is below low", "high must be >= low; fix or drop that row")
     for field in ("open", "close"):
         value = getattr(bars, field)

@@ -20,7 +20,6 @@ several trials share one copy (Ray's object store maps them).
 from __future__ import annotations
 
 import dataclasses
-import math
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +28,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from model.bars import FIELDS, Bars, DataError, read_bars
+from model.bars import FIELDS, Bars, read_bars
+from model.bars_enough import require_enough_bars, sample_ends
+from model.bars_enough import test_segment_start as test_segment_start  # bench/leverage_walk_forward.py's
 from model.baselines import fit_har, har_forecast, har_lookbacks, past_quantities, scored_baselines
 from model.features import TARGETS, bar_features, feature_names, target_and_persistence
 from model.settings import known_settings, require_positive_ints
@@ -212,20 +213,24 @@ def load_dataset(path: str | Path, config: DataConfig = DataConfig()) -> Dataset
 
 def dataset_from_bars(bars: Bars, config: DataConfig, path: str | Path) -> Dataset:
     """Featurise, split and scale bars read from `path` (a sweep whose space searches data settings builds each
-    trial's Dataset from the bars it read once); raises DataError on too few bars."""
+    trial's Dataset from the bars it read once); raises DataError on too few bars. Bars without volume give the
+    features without volume_change (summary["features"] names the columns)."""
+    names = feature_names(config.input_lookbacks, config.residual, config.input_leverage_lookbacks,
+                          volume=bars.has_volume)
     features = bar_features(bars, config.input_lookbacks, config.residual,
-                            config.input_leverage_lookbacks)  # (n, f) float32, unscaled; har column 0
+                            config.input_leverage_lookbacks)  # (n, f) float32 in `names` order, unscaled; har 0
+    log_range = features[:, names.index("range")]  # (n,) a view
     close, first_bar, last_bar, clock = bars.close, int(bars.timestamp[0]), int(bars.timestamp[-1]), bars.timezone
     del bars  # the other columns are done with: free them before the targets (10M bars: 400 MB)
     pa.default_memory_pool().release_unused()  # they may live in Arrow's pool, which keeps freed pages
-    target, persistence = target_and_persistence(close, features[:, 1], config.target, config.horizon)
+    target, persistence = target_and_persistence(close, log_range, config.target, config.horizon)
     lookbacks = har_lookbacks(config.horizon)
-    past = past_quantities(close, features[:, 1], config.target, lookbacks)  # (n, n_lookbacks), HAR's inputs
-    del close
+    past = past_quantities(close, log_range, config.target, lookbacks)  # (n, n_lookbacks), HAR's inputs
+    del close, log_range
     n, w, h = len(features), config.window, config.horizon
 
     require_enough_bars(path, n, config)
-    split, test_bar, (train_index, val_index, test_index) = _samples(n, config)
+    split, test_bar, (train_index, val_index, test_index) = sample_ends(n, config)
 
     # Scaling statistics from the training part alone: its input bars and its targets. The har column
     # is already in scaled target units once filled, and is left as it is (mean 0, std 1).
@@ -256,7 +261,7 @@ def dataset_from_bars(bars: Bars, config: DataConfig, path: str | Path) -> Datas
         "split_bar": split, "test_bar": test_bar,
         "n_train": len(train_index),
         "n_val": len(val_index), "n_test": len(test_index), "target": config.target, "horizon": h, "window": w,
-        "features": feature_names(config.input_lookbacks, config.residual, config.input_leverage_lookbacks),
+        "features": names,  # the model's inputs, in order: the checkpoint records them (model/checkpoint.py)
         "vol_lookbacks": list(config.input_lookbacks), "leverage_lookbacks": list(config.input_leverage_lookbacks),
         "residual_to": config.residual_to,
         "har": {"lookbacks": list(lookbacks), "coefficients": har.tolist()},
@@ -283,76 +288,6 @@ def refit_dataset(data: Dataset) -> Dataset:
     train = np.arange(data.train_index[0], data.val_index[-1] + 1, dtype=np.int64)  # (n_train + gap + n_val,)
     train = train[np.isfinite(data.targets[train])]
     return dataclasses.replace(data, train_index=train, summary={**data.summary, "n_train": len(train)})
-
-
-def require_enough_bars(path: str | Path, n: int, config: DataConfig) -> None:
-    """Raise DataError, naming the bar count needed, when n bars leave a segment of `config` too small."""
-    if _enough(config, *_samples(n, config)[2]):
-        return
-    train_fraction = 1 - config.test_fraction - config.fold * config.val_fraction  # of the fold's training bars
-    if train_fraction <= 1e-9:  # no bar count is enough: the fold starts at or before bar 0
-        most = math.ceil((1 - config.test_fraction) / config.val_fraction - 1e-9) - 1
-        raise DataError(f"{path}: walk-forward fold {config.fold} (confirm.folds) would start before the first bar: "
-                        f"{config.fold} validation segments of val_fraction {config.val_fraction} and test_fraction "
-                        f"{config.test_fraction} leave no bar to train on; use at most {most} folds or a smaller "
-                        "val_fraction")
-    w, h = config.sample_window, config.horizon
-    segments = "validation and test segments" if config.test_fraction else "validation segment"
-    fold = f" and walk-forward fold {config.fold} (confirm.folds)" if config.fold > 1 else ""
-    window = f"window {w}" if config.align_window is None else \
-        f"window {config.window} aligned to {w} (align_window: the sweep's longest)"
-    raise DataError(f"{path}: {n} bars are too few, {window} + horizon {h} + at least "
-                    f"{config.min_val_samples} samples in the {segments} need {_bars_needed(config)} bars at "
-                    f"val_fraction {config.val_fraction} and test_fraction {config.test_fraction}{fold}; use "
-                    f"more bars, a shorter window{', fewer folds' if fold else ''} or larger fractions")
-
-
-def test_segment_start(n: int, config: DataConfig) -> int:
-    """The first bar of the test segment of n bars (n when test_fraction is 0)."""
-    return int(round(n * (1 - config.test_fraction)))
-
-
-def _samples(n: int, config: DataConfig) -> tuple[int, int, tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """(split bar, test bar, (train, val, test)): the last input bar of every sample of each segment, for n bars.
-
-    Training samples end by split-1-h (their targets too); validation windows start at split and
-    their targets end before the validation segment's end (fold 1: the test bar); test windows start
-    at the test bar. Fold f's validation segment is fold 1's, moved f-1 lengths earlier. Inputs start
-    at bar 1 (bar 0 has no previous bar) and persistence needs h bars before. The window here is the sample
-    window (align_window where set): every window up to it gets the same samples.
-    """
-    w, h = config.sample_window, config.horizon
-    test_bar = test_segment_start(n, config)
-    fold_one = int(round(n * (1 - config.test_fraction - config.val_fraction)))
-    length = test_bar - fold_one  # bars in a validation segment
-    split = fold_one - (config.fold - 1) * length
-    first = max(w, h)
-    train_index = np.arange(first, split - h, dtype=np.int64)
-    val_index = np.arange(max(split + w - 1, first), split + length - h, dtype=np.int64)
-    test_index = np.arange(max(test_bar + w - 1, first), n - h, dtype=np.int64) if test_bar < n else \
-        np.empty(0, dtype=np.int64)
-    return split, test_bar, (train_index, val_index, test_index)
-
-
-def _enough(config: DataConfig, train: np.ndarray, val: np.ndarray, test: np.ndarray) -> bool:
-    """One training sample, min_val_samples validation samples and, with a test segment, as many test samples."""
-    return len(train) >= 1 and len(val) >= config.min_val_samples and (
-        config.test_fraction == 0 or len(test) >= config.min_val_samples)
-
-
-def _bars_needed(config: DataConfig) -> int:
-    """Smallest bar count that gives every segment enough samples (_enough), by bisection."""
-    def enough(n: int) -> bool:
-        _, _, samples = _samples(n, config)
-        return _enough(config, *samples)
-
-    low, high = 1, config.sample_window + config.horizon + config.min_val_samples
-    while not enough(high):
-        low, high = high, high * 2
-    while low < high:
-        middle = (low + high) // 2
-        low, high = (middle + 1, high) if not enough(middle) else (low, middle)
-    return high
 
 
 def _scale(std: float) -> float:

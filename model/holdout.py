@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from model.checkpoint import load_checkpoint
+from model.checkpoint import CheckpointError, load_checkpoint, trained_features
 from model.config import ModelConfig
 from model.data import Dataset
 from model.errors import InputError
@@ -91,12 +91,25 @@ def score_ensemble(checkpoints: list[str | Path], data: Dataset) -> dict[str, An
 def checkpoint_forecasts(checkpoint: str | Path, data: Dataset, index: np.ndarray) -> np.ndarray:
     """(n,) float64 scaled forecasts of the checkpoint's model for the samples ending at bars `index` (n,)."""
     payload = load_checkpoint(checkpoint)
+    if "data" in payload:  # (a bare checkpoint, written by hand, records no data)
+        require_features(checkpoint, trained_features(payload), data.summary["features"])
     config = TrainConfig.from_dict(payload["train_config"])
     device = resolve_device("auto" if config.device == "cuda" else config.device)  # a sweep's driver may have no GPU
     model_config = ModelConfig.from_dict(payload["model_config"])
     model = Forecaster(dataclasses.replace(model_config, n_features=data.n_features, n_targets=1)).to(device)
     model.load_state_dict(payload["model"])
     return predict(model, data, index, eval_batch_size(config, device), device, precision=config.precision)
+
+
+def require_features(checkpoint: str | Path, trained: list[str], given: list[str]) -> None:
+    """CheckpointError (one line) unless the bars give the features the checkpoint's model was trained on."""
+    if trained == given:
+        return
+    if "volume_change" in trained and "volume_change" not in given:
+        raise CheckpointError(f"{checkpoint}: the model was trained on bars with volume (volume_change is one of its "
+                              "inputs), and these bars have no volume column; score it on bars with volume")
+    raise CheckpointError(f"{checkpoint}: the model was trained on the features {', '.join(trained)}, and these "
+                          f"data settings give {', '.join(given)}; score it with the settings it was trained with")
 
 
 def _mse(forecasts: np.ndarray, data: Dataset, index: np.ndarray) -> float:

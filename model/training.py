@@ -38,7 +38,8 @@ from model.train_config import TrainConfig
 
 Report = Callable[[dict[str, Any], Path | None], None]
 IDENTITY_KEYS = ("n_bars", "split_bar", "n_train", "n_val", "target", "horizon", "window", "vol_lookbacks",
-                 "residual_to", "har", "leverage_lookbacks", "timezone")  # data_identity's, with the scaler
+                 "residual_to", "har", "leverage_lookbacks", "timezone",
+                 "features")  # data_identity's, with the scaler; features: the inputs' names (model/checkpoint.py)
 Progress = Callable[[int, int, int], None]
 
 

@@ -29,8 +29,8 @@ def write_bars(path: Path, n_bars: int, seed: int) -> Path:
 
 def import_bars_from_csv(path: Path, n_bars: int, seed: int, space: Path) -> Path:
     """The bars write_bars writes, exported as a vendor's CSV (ISO 8601 times in UTC, VENDOR_COLUMNS) beside `path`
-    and imported into `path` with `mamba-tune data import`, as enough for `space`: the same bars, as a user's
-    arrive; -> path."""
+    and imported into `path` with `mamba-tune data import`, and enough for `space` as `data check` says: the same
+    bars, as a user's arrive; -> path."""
     path.parent.mkdir(parents=True, exist_ok=True)
     table = synth_bars(n_bars, seed=seed)
     times = pc.strftime(table.column("timestamp"), format="%Y-%m-%dT%H:%M:%SZ")
@@ -39,8 +39,10 @@ def import_bars_from_csv(path: Path, n_bars: int, seed: int, space: Path) -> Pat
                                                                                    "volume")}})
     source = path.with_suffix(".csv")
     pcsv.write_csv(exported, source, pcsv.WriteOptions(quoting_style="none"))
-    done = run_cli("data", "import", source, "--out", path, "--space", space)
+    done = run_cli("data", "import", source, "--out", path)
     assert done.returncode == 0, done.stderr
+    checked = run_cli("data", "check", path, "--space", space)
+    assert checked.returncode == 0, checked.stderr
     return path
 
 

@@ -94,9 +94,9 @@ def install_targets(text: str) -> set[str]:
 
 
 def documented_install(readme: str, docs: str) -> str:
-    """Where the install is written down for people: the README when it names a `make install...`, else the
-    Kubernetes page."""
-    return readme if install_targets(readme) else docs
+    """Where the locked install is written down for people: the README when it names a `make install-...`, else
+    the Kubernetes page (`make install` alone is the checkout's own install, the one `make demo` makes)."""
+    return readme if install_targets(readme) - {"install"} else docs
 
 
 def dry_run(command: str) -> str:

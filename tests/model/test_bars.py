@@ -105,10 +105,25 @@ def test_read_bars_empty_table(tmp_path):
 
 def test_read_bars_missing_column_lists_the_file_columns(tmp_path):
     columns = bar_columns()
+    del columns["high"]
+    path = write_bars(tmp_path / "bars.parquet", columns)
+    fails(path, r"column 'high' \(high\) is missing, the file has timestamp, open, low, close, volume; "
+                r"rename it or map it, e.g. --column high=<name>")
+
+
+def test_read_bars_of_a_file_without_volume_gives_bars_without_volume(tmp_path):
+    columns = bar_columns()
     del columns["volume"]
     path = write_bars(tmp_path / "bars.parquet", columns)
-    fails(path, r"column 'volume' \(volume\) is missing, the file has timestamp, open, high, low, close; "
-                r"rename it or map it, e.g. --column volume=<name>")
+    bars = read_bars(path)
+    assert bars.volume is None and not bars.has_volume and bars.fields == ("timestamp", "open", "high", "low", "close")
+    for name in ("open", "high", "low", "close"):
+        torch.testing.assert_close(torch.from_numpy(getattr(bars, name).copy()), torch.from_numpy(columns[name]))
+    np.testing.assert_array_equal(bars.timestamp, columns["timestamp"])
+    table = pa.table({k: v for k, v in columns.items() if k != "timestamp"})
+    assert bars_from_table(table.append_column("timestamp", pa.array(columns["timestamp"], pa.timestamp("ns"))),
+                           "frame").volume is None
+    fails(path, r"column 'size' \(volume\) is missing", {"volume": "size"})  # a volume asked for must be there
 
 
 def test_read_bars_non_numeric_price(tmp_path):

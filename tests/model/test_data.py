@@ -92,16 +92,17 @@ def test_load_dataset_walk_forward_fold_validates_on_the_segment_before_the_last
     np.testing.assert_array_equal(fold2.test_index, dataset.test_index)  # never used, never moved
     assert fold2.scaler.target_mean != dataset.scaler.target_mean  # scaled from its own, shorter training segment
     tight = {**CONFIG.to_dict(), "val_fraction": 0.298, "fold": 3}  # fold 3 trains on the first 18 bars
-    with pytest.raises(DataError, match=r"3000 bars are too few.*need (\d+) bars at val_fraction 0.298 and "
-                                        r"test_fraction 0.1 and walk-forward fold 3 \(confirm.folds\); use more "
-                                        r"bars, a shorter window, fewer folds or larger fractions") as info:
+    with pytest.raises(DataError, match=r"3,000 bars are too few.*need ([\d,]+) bars at data.val_fraction 0.298 and "
+                                        r"data.test_fraction 0.1 and walk-forward fold 3 \(confirm.folds\); use more "
+                                        r"bars, or data.window at most 11, or confirm.folds at most 2") as info:
         load_dataset(bars_file, DataConfig(**tight))
-    needed = int(re.search(r"need (\d+) bars", str(info.value)).group(1))
+    needed = int(re.search(r"need ([\d,]+) bars", str(info.value)).group(1).replace(",", ""))
     enough = load_dataset(write_synth(bars_file.parent / "enough_for_fold_3.parquet", n=needed), DataConfig(**tight))
     assert len(enough.train_index) >= 1 and len(enough.val_index) >= 32
     with pytest.raises(DataError, match=r"walk-forward fold 5 \(confirm.folds\) would start before the first bar: "
-                                        r"5 validation segments of val_fraction 0.2 and test_fraction 0.1 leave no "
-                                        r"bar to train on; use at most 4 folds or a smaller val_fraction"):
+                                        r"5 validation segments of data.val_fraction 0.2 and data.test_fraction 0.1 "
+                                        r"leave no bar to train on; use confirm.folds at most 4 or a smaller "
+                                        r"data.val_fraction"):
         load_dataset(bars_file, DataConfig(**{**CONFIG.to_dict(), "fold": 5}))
 
 
@@ -325,19 +326,19 @@ def test_load_dataset_too_few_bars(tmp_path):
     path = write_synth(tmp_path / "short.parquet", n=200)
     with pytest.raises(DataError, match=re.escape(f"{path}: 200 bars are too few, window 128 + horizon 12 + at least 32 "
                                                   "samples in the validation and test segments need ")
-                       + r"\d+ bars at val_fraction 0.2 and test_fraction 0.1; use more bars"):
+                       + r"1,705 bars at data.val_fraction 0.2 and data.test_fraction 0.1; use more bars"):
         load_dataset(path)
 
 
 def test_load_dataset_too_few_bars_names_the_smallest_count_that_works(tmp_path):
     config = DataConfig(window=16, horizon=4, min_val_samples=8, val_fraction=0.25)
-    with pytest.raises(DataError, match=r"need (\d+) bars") as info:
+    with pytest.raises(DataError, match=r"need ([\d,]+) bars") as info:
         load_dataset(write_synth(tmp_path / "tiny.parquet", n=30), config)
-    needed = int(re.search(r"need (\d+) bars", str(info.value)).group(1))
+    needed = int(re.search(r"need ([\d,]+) bars", str(info.value)).group(1).replace(",", ""))
     ds = load_dataset(write_synth(tmp_path / "enough.parquet", n=needed), config)
     assert len(ds.train_index) >= 1 and len(ds.val_index) >= config.min_val_samples
     assert len(ds.test_index) >= config.min_val_samples
-    with pytest.raises(DataError, match=rf"{needed - 1} bars are too few"):
+    with pytest.raises(DataError, match=rf"{needed - 1:,} bars are too few"):
         load_dataset(write_synth(tmp_path / "one_short.parquet", n=needed - 1), config)
 
 
@@ -461,3 +462,17 @@ def test_load_dataset_test_har_is_hars_forecast_of_each_test_sample(bars_file, d
 def test_load_dataset_test_har_is_empty_without_a_test_segment(bars_file):
     ds = load_dataset(bars_file, DataConfig(window=32, horizon=6, val_fraction=0.2, test_fraction=0))
     assert ds.test_har.shape == (0,)
+
+
+def test_load_dataset_of_bars_without_volume_has_every_input_but_volume_change(bars_file, tmp_path):
+    table = pq.read_table(bars_file)
+    no_volume = tmp_path / "fx.parquet"
+    pq.write_table(table.drop_columns(["volume"]), no_volume)
+    config = DataConfig(window=32, horizon=6, min_val_samples=32)  # HAR's volatilities and falls, and har: by name
+    full, fx = load_dataset(bars_file, config), load_dataset(no_volume, config)
+    names = full.summary["features"]
+    assert fx.summary["features"] == [n for n in names if n != "volume_change"] and "volume_change" in names
+    assert fx.n_features == full.n_features - 1 == len(fx.summary["features"])
+    kept = [names.index(n) for n in fx.summary["features"]]
+    torch.testing.assert_close(as_tensor(fx.features), as_tensor(full.features[:, kept]), rtol=0, atol=0)
+    torch.testing.assert_close(as_tensor(fx.targets), as_tensor(full.targets), rtol=0, atol=0, equal_nan=True)

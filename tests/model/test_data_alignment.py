@@ -48,6 +48,6 @@ def test_load_dataset_align_window_at_the_window_changes_nothing(bars_file):
 def test_load_dataset_too_few_bars_for_the_aligned_window_says_so(tmp_path):
     path = write_synth(tmp_path / "bars.parquet", n=1000)
     load_dataset(path, CONFIG)  # enough for its own window
-    with pytest.raises(DataError, match=r"1000 bars are too few, window 32 aligned to 256 \(align_window: the sweep's "
-                                        r"longest\) \+ horizon 6 \+ at least 32 samples .* need \d+ bars"):
+    with pytest.raises(DataError, match=r"1,000 bars are too few, window 32 aligned to 256 \(the longest data.window "
+                                        r"the search tries\) \+ horizon 6 \+ at least 32 samples .* need 2,925 bars"):
         load_dataset(path, DataConfig(**{**CONFIG.to_dict(), "align_window": 256}))

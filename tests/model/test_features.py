@@ -65,7 +65,8 @@ def parkinson(bars):
 def test_volatility_features_follow_their_formula_and_start_at_bar_0():
     lookbacks = (1, 4, 10)
     f = bar_features(BARS, lookbacks, har=True)
-    assert f.shape == (N, 12) and feature_names(lookbacks, True) == [*BAR_FEATURES, "vol_1", "vol_4", "vol_10", "har"]
+    assert f.shape == (N, 12) and feature_names(lookbacks, True, volume=True) == [
+        *BAR_FEATURES, "vol_1", "vol_4", "vol_10", "har"]
     close(f[:, :8], bar_features(BARS))  # the bar features unchanged, first
     t = 25
     close(f[t, 8:11], [parkinson(slice(t, t + 1)), parkinson(slice(t - 3, t + 1)), parkinson(slice(t - 9, t + 1))])
@@ -83,7 +84,7 @@ def mean_fall(bars):
 
 def test_fall_features_follow_their_formula_after_the_volatilities_and_before_har():
     f = bar_features(BARS, (1, 4), har=True, leverage_lookbacks=(1, 3, 10))
-    assert f.shape == (N, 14) and feature_names((1, 4), True, (1, 3, 10)) == [
+    assert f.shape == (N, 14) and feature_names((1, 4), True, (1, 3, 10), volume=True) == [
         *BAR_FEATURES, "vol_1", "vol_4", "fall_1", "fall_3", "fall_10", "har"]
     close(f[:, :10], bar_features(BARS, (1, 4)))  # the bar and volatility features unchanged, first
     t = 25
@@ -93,6 +94,18 @@ def test_fall_features_follow_their_formula_after_the_volatilities_and_before_ha
     close(f[:, 13], np.zeros(N))
     short = trailing_mean_fall(f[:5, 0], (10,))  # a lookback longer than the bars
     close(short[:, 0], [mean_fall(slice(0, t + 1)) for t in range(5)])
+
+
+def test_bars_without_volume_give_every_feature_but_volume_change_found_by_name():
+    lookbacks, leverage = (1, 4), (1, 3)
+    names = feature_names(lookbacks, True, leverage, volume=False)
+    with_volume = feature_names(lookbacks, True, leverage, volume=True)
+    assert names == [n for n in with_volume if n != "volume_change"] and "volume_change" in with_volume
+    without = bar_features(dataclasses.replace(BARS, volume=None), lookbacks, True, leverage)  # (N, 14)
+    full = bar_features(BARS, lookbacks, True, leverage)  # (N, 15)
+    assert without.shape == (N, len(names)) == (N, len(with_volume) - 1)
+    kept = [with_volume.index(n) for n in names]
+    torch.testing.assert_close(torch.from_numpy(without), torch.from_numpy(full[:, kept]), rtol=0, atol=0)
 
 
 @pytest.mark.parametrize("t", [1, 17, N - 1])

@@ -84,7 +84,7 @@ def test_wheel_space_keys_and_show_of_a_shipped_space_by_name(installed, elsewhe
 def test_wheel_imports_a_csv_and_sweeps_two_trials_end_to_end(installed, elsewhere):
     sp500 = arch_daily_bars("sp500")
     write_csv(elsewhere / "SPY.csv", yahoo_rows(sp500.slice(sp500.num_rows - 1200)))  # Yahoo's export, 1,200 days
-    imported = installed.run("mamba-tune", "data", "import", "SPY.csv", "--out", "bars.parquet", "--space", "smoke",
+    imported = installed.run("mamba-tune", "data", "import", "SPY.csv", "--out", "bars.parquet",
                              cwd=elsewhere)
     assert imported.returncode == 0 and "wrote 1,200 bars to bars.parquet" in imported.stdout, imported.stderr
     swept = installed.run("mamba-tune", "sweep", "--data", "bars.parquet", "--space", "smoke", "--trials", "2",

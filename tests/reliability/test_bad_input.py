@@ -31,9 +31,9 @@ def _empty(path):
     pq.write_table(pa.table({k: pa.array(v[:0]) for k, v in bar_columns().items()}), path)
 
 
-def _without_volume(path):
+def _without_high(path):  # volume may be missing (bars without it have no volume_change): a price may not
     columns = bar_columns()
-    del columns["volume"]
+    del columns["high"]
     write_bars(path, columns)
 
 
@@ -79,7 +79,7 @@ DATA = {
     "not parquet": (lambda p: p.write_text("timestamp,open\n1,2\n"), "{path}: not a Parquet file, or a truncated one"),
     "truncated parquet": (_truncated, "{path}: not a Parquet file, or a truncated one"),
     "empty": (_empty, "{path}: the file has no rows, bars are needed"),
-    "missing column": (_without_volume, "{path}: column 'volume' (volume) is missing, the file has timestamp"),
+    "missing column": (_without_high, "{path}: column 'high' (high) is missing, the file has timestamp"),
     "mistyped column": (_text_prices, "{path}: column 'high' (high) has type string, it must be numeric"),
     "NaN": (_set("close", float("nan")), f"{{path}}: column 'close' at row {ROW} is NaN or infinite"),
     "inf": (_set("volume", float("inf")), f"{{path}}: column 'volume' at row {ROW} is NaN or infinite"),
@@ -104,7 +104,7 @@ def test_bad_data_is_one_line_exit_2_and_writes_nothing(case, tmp_path):
 
 SPACES = {
     "yaml syntax": ("name: t\nsearch: [unclosed\n", r"invalid YAML"),
-    "unknown key": ({"trails": 8}, "unknown key 'trails' in the top level; allowed: name, trials"),
+    "unknown key": ({"trails": 8}, "unknown key 'trails' in the top level; did you mean trials"),
     "bad bounds": ({"search": {**SPACE["search"], "learning_rate": {"low": 0.1, "high": 0.01, "log": True}}},
                    "search.learning_rate: low 0.1 must be below high 0.01"),
     "bad choice list": ({"search": {**SPACE["search"], "batch_size": {"choices": [64, "big"]}}},
@@ -120,19 +120,19 @@ SEGMENTS_AND_CONFIRMATION = {  # each refused before Ray starts, naming the bar 
     "top_k above the trials": ({"confirm": {"top_k": 6}}, [],
                                "{space}: confirm.top_k 6 is more than the 5 trials of the search"),
     "top_k above --trials": ({"confirm": {"top_k": 2}}, ["--trials", "1"],
-                             "--trials 1 is fewer than confirm.top_k 2 finalists"),
+                             "{space} (with --trials 1): confirm.top_k 2 is more than the 1 trials of the search"),
     "repeated seeds": ({"confirm": {"top_k": 1, "seeds": [3, 3]}}, [],
                        "{space}: confirm: seeds must differ from each other, 3 is given twice"),
     "the base seed": ({"confirm": {"top_k": 1, "seeds": [0, 1]}}, [],
-                      "{space}: confirm.seeds holds 0, the run's own seed (run.train.seed)"),
+                      "{space}: confirm.seeds holds 0, the run's own seed (train.seed)"),
     "folds past the first bar": ({"confirm": {"top_k": 1, "folds": 5}}, [],
                                  "{bars}: walk-forward fold 5 (confirm.folds) would start before the first bar"),
     "folds with too few bars": ({"confirm": {"top_k": 1, "folds": 3}, "run": {
         **SPACE["run"], "data": {**SPACE["run"]["data"], "val_fraction": 0.298}}}, [],
-        "{bars}: 1500 bars are too few, window 16 + horizon 4 + at least 32 samples in the validation and test "
+        "{bars}: 1,500 bars are too few, window 16 + horizon 4 + at least 32 samples in the validation and test "
         "segments need "),
     "a test segment too small": ({"run": {**SPACE["run"], "data": {**SPACE["run"]["data"], "test_fraction": 0.02}}},
-                                 [], "{bars}: 1500 bars are too few, window 16 + horizon 4 + at least 32 samples in "
+                                 [], "{bars}: 1,500 bars are too few, window 16 + horizon 4 + at least 32 samples in "
                                      "the validation and test segments need "),
 }
 

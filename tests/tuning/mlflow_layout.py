@@ -58,8 +58,9 @@ def assert_sweep_logged(uri: str, name: str, records: dict[str, dict], tmp_path,
         assert tags["mlflow.parentRunId"] == parent.info.run_id
         assert (tags["stop_reason"], int(tags["stop_epoch"])) == (record["stop_reason"], record["stop_epoch"])
         assert run.info.status == ("FAILED" if record["stop_reason"] in ("nan", "error") else "FINISHED")
-        for key in ("learning_rate", "weight_decay", "batch_size"):
-            assert params[key] == str(record["params"][key])
+        for key, name in (("learning_rate", "train.lr"), ("weight_decay", "train.weight_decay"),
+                          ("batch_size", "train.batch_size")):  # under the setting's one dotted name
+            assert params[name] == str(record["params"][key]) and key not in params
         assert {"model.d_model", "train.epochs", "data.window"} <= set(params)
         assert set(EPOCH_METRICS) <= set(run.data.metrics)
         history = sorted((m.step, m.value) for m in client.get_metric_history(run.info.run_id, "val_loss"))

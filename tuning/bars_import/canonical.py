@@ -1,11 +1,13 @@
 """Imported bars -> the canonical Parquet every other command reads, with where it came from.
 
 Canonical: timestamp as timestamp[ns] in the bars' zone (instants; the zone is their clock), open, high, low, close
-and volume as float64, rows in time order. The schema's metadata key `mamba_tune.provenance` holds the import's
-provenance as JSON: the source file and its SHA-256, its form, the column mapping, the instrument, the zone, the epoch
-unit (and whether it was assumed), whether rows were sorted. The bars are validated as `data check` validates a file
-(model/bars.py's rules; enough bars for the default settings, or a --space's or --config's) before a byte is written;
-the file appears whole or not at all (model/atomic.py).
+and volume as float64, rows in time order; no volume column where the source has none (FX, indices: the features
+that need volume are then left out, model/features.py). The schema's metadata key `mamba_tune.provenance` holds the
+import's provenance as JSON: the source file and its SHA-256, its form, the column mapping, whether it has volume,
+the instrument, the zone, the epoch unit (and whether it was assumed), whether rows were sorted. The bars are
+validated as `data check` validates a file (model/bars.py's rules) before a byte is written; whether they are enough
+for a search space is not an import's question (`data check --space`, and `sweep`'s own check, judge that). The file
+appears whole or not at all (model/atomic.py).
 """
 
 from __future__ import annotations
@@ -22,7 +24,6 @@ import pyarrow.parquet as pq
 
 from model.atomic import atomic_path
 from model.bars import FIELDS, Bars, DataError, first_missing_row, validate_bars
-from model.data import DataConfig, require_enough_bars
 from tuning.bars_file import sha256_of
 from tuning.bars_import.source import read_source
 from tuning.bars_import.times import instants
@@ -40,6 +41,7 @@ class ImportOptions:
     epoch_unit: str | None = None  # integer epochs' unit (--epoch-unit)
     timezone: str | None = None  # the bars' clock, and the zone of wall-clock times without one (--timezone)
     time_format: str | None = None  # strptime form of the CSV's times (--time-format)
+    decimal: str = "."  # the CSV's decimal point, "." or "," (--decimal)
 
 
 @dataclass(frozen=True)
@@ -48,31 +50,29 @@ class Imported:
     provenance: dict[str, Any]
 
 
-def import_bars(source: Path, options: ImportOptions, settings: DataConfig | None = None) -> Imported:
-    """Read, map, pick the instrument, turn times into instants, order and validate (enough bars for `settings`, as
-    `data check` says); DataError (one line) if any of it cannot be done for sure."""
-    read = read_source(source, options.columns, options.symbol, options.time_format)
-    if read.utc_offsets and set(read.utc_offsets) - {"Z", "+00:00", "+0000", "-00:00"} and options.timezone is None:
-        raise DataError(f"{source}: times carry UTC offsets ({', '.join(read.utc_offsets)}), which name no zone (an "
-                        "offset is not a daylight-saving rule), and time-of-day features need the market's clock; "
-                        "name it: --timezone America/New_York (or --timezone UTC)")
+def import_bars(source: Path, options: ImportOptions) -> Imported:
+    """Read, map, pick the instrument, turn times into instants, order and validate; DataError (one line) if any of it
+    cannot be done for sure. A source without a volume column gives bars without volume."""
+    read = read_source(source, options.columns, options.symbol, options.time_format, options.decimal,
+                       options.timezone)  # times with UTC offsets need a timezone: source.py says which
     table, mapping, form = read.table, read.mapping, read.form
     del read  # the table is dropped a column at a time below: nothing else may hold it
     times = instants(str(source), mapping["timestamp"], table.column("timestamp"), options.epoch_unit,
                      options.timezone)
-    values = {}
+    values = {"volume": None}  # replaced where the source has volume
     for field in FIELDS:  # each column dropped once copied (Arrow's pool given back its pages): a peak near the
-        if field != "timestamp":  # columns' bytes plus one column
+        if field not in table.column_names:  # columns' bytes plus one column
+            continue  # volume, where the source has none
+        if field != "timestamp":
             values[field] = _float_column(source, table.column(field), mapping[field], form)
         table = table.drop_columns([field])
         pa.default_memory_pool().release_unused()
     bars = Bars(path=str(source), timestamp=times.timestamp, **values, timezone=times.zone, epoch_unit=times.epoch_unit)
     bars = _in_time_order(bars, options.sort, mapping["timestamp"])
     validate_bars(bars)
-    require_enough_bars(source, len(bars), settings or DataConfig())
     provenance = {
         "source": str(source.resolve()), "source_sha256": sha256_of(source), "form": form,
-        "columns": mapping, "symbol": options.symbol, "timezone": times.zone,
+        "columns": mapping, "volume": bars.has_volume, "symbol": options.symbol, "timezone": times.zone,
         "epoch_unit": times.epoch_unit, "epoch_unit_assumed": times.assumed, "sorted": options.sort,
         "rows": len(bars), "imported_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
@@ -96,7 +96,7 @@ def write_canonical(imported: Imported, out: Path) -> None:
     """The canonical Parquet of `imported` at `out`, whole or not at all."""
     bars = imported.bars
     table = pa.table({"timestamp": pa.array(bars.timestamp, type=pa.timestamp("ns", tz=bars.timezone)),
-                      **{field: pa.array(getattr(bars, field)) for field in FIELDS[1:]}})
+                      **{field: pa.array(getattr(bars, field)) for field in bars.fields[1:]}})
     table = table.replace_schema_metadata({PROVENANCE_KEY: json.dumps(imported.provenance).encode()})
     with atomic_path(out) as tmp:
         pq.write_table(table, tmp)
@@ -119,4 +119,4 @@ def _in_time_order(bars: Bars, sort: bool, name: str) -> Bars:
         raise DataError(f"{bars.path}: column {name!r} at row {row} is earlier than the row before, bars must be in "
                         "time order; pass --sort to sort them")
     order = np.argsort(bars.timestamp, kind="stable")
-    return replace(bars, **{field: getattr(bars, field)[order] for field in FIELDS})
+    return replace(bars, **{field: getattr(bars, field)[order] for field in bars.fields})

@@ -4,6 +4,8 @@ Spellings are matched in any case, with spaces, dashes and underscores alike ("A
 is the close only where a file has no Close: with both (Yahoo's export), Close is the one within each bar's range.
 A Date and a Time column side by side (MetaTrader's, TradeStation's and NinjaTrader's exports) are one timestamp: the
 timestamp is Date, and the time field is Time, whose times of day are joined to its dates.
+Volume is optional: a file without a volume column (and no --column volume=NAME) has none, and nothing stands in
+for it.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import difflib
 import re
 
-from model.bars import FIELDS, SYMBOL_COLUMNS, DataError
+from model.bars import FIELDS, OPTIONAL_FIELDS, SYMBOL_COLUMNS, DataError
 
 SYMBOL = "symbol"  # the optional field: each bar's instrument
 TIME_OF_DAY = "time"  # the optional field: a column of times of day, joined to the timestamp column's dates
@@ -33,8 +35,8 @@ def normal(name: str) -> str:
 
 
 def resolve_columns(source: str, names: list[str], given: dict[str, str]) -> dict[str, str]:
-    """Field -> the file's column (symbol included where the file has one), from `given` (--column) and the
-    spellings; a DataError names what is missing, ambiguous or mapped to a column the file lacks."""
+    """Field -> the file's column (symbol and volume included where the file has one), from `given` (--column) and
+    the spellings; a DataError names what is missing, ambiguous or mapped to a column the file lacks."""
     allowed = (*FIELDS, SYMBOL, TIME_OF_DAY)
     for field, name in given.items():
         if field not in allowed:
@@ -49,13 +51,14 @@ def resolve_columns(source: str, names: list[str], given: dict[str, str]) -> dic
     for field in (*FIELDS, SYMBOL):
         if field not in mapping and (found := _spelled(source, field, names, set(mapping.values()))) is not None:
             mapping[field] = found
-    missing = [field for field in FIELDS if field not in mapping]
+    required = [field for field in FIELDS if field not in OPTIONAL_FIELDS]
+    missing = [field for field in required if field not in mapping]
     if missing:
         field = missing[0]
         unclaimed = [n for n in names if n not in mapping.values()]
-        likely = difflib.get_close_matches(field, unclaimed, n=1, cutoff=0.5) or unclaimed[:1] or ["<column>"]
+        likely = difflib.get_close_matches(field, unclaimed, n=1, cutoff=0.5) or ["NAME"]  # never a guess
         raise DataError(f"{source}: no column for {field} (the file has {_listed(names)}), bars need "
-                        f"{', '.join(FIELDS)}; map it: --column {field}={likely[0]}")
+                        f"{', '.join(required)}; map the column that holds it: --column {field}={likely[0]}")
     shared = [name for name in mapping.values() if list(mapping.values()).count(name) > 1]
     if shared:
         fields = [f for f, name in mapping.items() if name == shared[0]]

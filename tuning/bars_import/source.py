@@ -1,9 +1,14 @@
 """A file of bars, CSV or Parquet, streamed: only the mapped columns, only the chosen instrument's rows kept.
 
 CSV is read with pyarrow.csv's streaming reader (a block at a time: a multi-GB file is never loaded whole), every
-price and volume as float64. Its timestamp column's form is told from the first block: integers (epochs), ISO 8601
-with or without a UTC offset, or --time-format. Text in any other form (01/02/2020: January or February?) is refused.
-A Date and a Time column (columns.py) are read as text, joined and parsed a block at a time.
+price and volume as float64; with --decimal , (European exports: 4512,25) as text whose decimal comma becomes a
+point, and a '.' in such a number (a thousands separator) refused, never misread (decimal_comma.py). Its timestamp
+column's form is told from the first block: integers (epochs), ISO 8601 with or without a UTC offset, or
+--time-format. Text in any other form is refused, suggesting the form only where the first block settles it
+(13/02/2024 is day-first, 02/13/2024 month-first; 01/02/2024 could be either, so both readings are named:
+date_forms.py). A Date and a Time column (columns.py) are read as text, joined and parsed a block at a time. Times
+with UTC offsets other than UTC's need --timezone: the one offset every row carries (+09:00), or the market's zone
+where they change (daylight saving).
 Errors name the row (0 = the first bar) and, for CSV, the file's line.
 """
 
@@ -21,12 +26,16 @@ import pyarrow.parquet as pq
 
 from model.bars import FIELDS, DataError
 from tuning.bars_import.columns import SYMBOL, TIME_OF_DAY, resolve_columns
+from tuning.bars_import.date_forms import time_form_advice
+from tuning.bars_import.decimal_comma import decimal_comma_advice, decimal_comma_floats
 
 BLOCK = 4 << 20  # bytes of CSV parsed at a time
 PARQUET_MAGIC = b"PAR1"
 _INTEGER = re.compile(r"^\s*-?\d+\s*$")
 _ISO = re.compile(r"^\s*\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?)?\s*(Z|[+-]\d{2}:?\d{2})?\s*$")
 _CONVERSION = re.compile(r"In CSV column #(\d+): .*?invalid value '(.*)'")
+_OFFSET = r"(Z|[+-]\d{2}:?\d{2})\s*$"  # a time's UTC offset, at its end
+_UTC_OFFSETS = {"Z", "+00:00", "-00:00"}
 
 
 @dataclass(frozen=True)
@@ -56,9 +65,14 @@ def is_parquet(path: Path) -> bool:
         return stream.read(4) == PARQUET_MAGIC
 
 
-def read_source(path: Path, given: dict[str, str], symbol: str | None, time_format: str | None) -> Read:
-    """The bars of `path` (CSV or Parquet); DataError (one line) for anything that is not bars."""
+def read_source(path: Path, given: dict[str, str], symbol: str | None, time_format: str | None,
+                decimal: str = ".", timezone: str | None = None) -> Read:
+    """The bars of `path` (CSV or Parquet), numbers with `decimal` as their decimal point (CSV), times with UTC
+    offsets other than UTC's only with a `timezone`; DataError (one line) for anything that is not bars."""
     if is_parquet(path):
+        if decimal != ".":
+            raise DataError(f"--decimal {decimal}: {path} is a Parquet file, whose numbers are typed, the decimal "
+                            "point is a CSV's; leave --decimal out")
         mapping = resolve_columns(str(path), _parquet_names(path), given)
         if TIME_OF_DAY in mapping:
             raise DataError(f"{path}: {_time_name(mapping)} split each bar's time, which `data import` joins in CSV "
@@ -68,7 +82,9 @@ def read_source(path: Path, given: dict[str, str], symbol: str | None, time_form
         csv = Csv(path, _delimiter(path))
         mapping = resolve_columns(str(path), _csv_names(csv), given)
         time_type, offsets = _csv_time_form(csv, mapping, time_format)
-        batches, form = _csv_batches(csv, mapping, time_type, time_format), "csv"
+        if set(offsets) - _UTC_OFFSETS and timezone is None:
+            raise _offsets_without_zone(csv, mapping)
+        batches, form = _csv_batches(csv, mapping, time_type, time_format, decimal), "csv"
     return Read(_one_instrument(path, mapping, batches, symbol), form, mapping, offsets)
 
 
@@ -122,10 +138,35 @@ def _csv_time_form(csv: Csv, mapping: dict[str, str], time_format: str | None) -
     odd = next((t for t in texts if not _ISO.match(t)), None)
     if odd is not None:
         raise DataError(f"{path}: times like {odd.strip()!r} in {name} are not ISO 8601 (2024-03-08 or "
-                        "2024-03-08 09:30:00), and day and month could be read either way; give their form, e.g. "
-                        "--time-format '%m/%d/%Y %H:%M'")
-    offsets = tuple(sorted({m.group(4) for t in texts if (m := _ISO.match(t)) and m.group(4)}))
+                        f"2024-03-08 09:30:00); {time_form_advice(texts)}")
+    offsets = tuple(sorted({_offset(m.group(4)) for t in texts if (m := _ISO.match(t)) and m.group(4)}))
     return pa.timestamp("ns", tz="UTC" if offsets else None), offsets
+
+
+def _offset(text: str) -> str:
+    """A UTC offset as a zone is named: 'Z' -> '+00:00', '+0900' -> '+09:00'."""
+    text = text.strip()
+    return "+00:00" if text == "Z" else text if ":" in text else f"{text[:3]}:{text[3:]}"
+
+
+def _offsets_without_zone(csv: Csv, mapping: dict[str, str]) -> DataError:
+    """The refusal of times that carry UTC offsets but no zone: the offset to name where every row of the file has
+    the one (a fixed-offset zone), else the market's zone (offsets that change with daylight saving)."""
+    name, offsets = _time_name(mapping), set()
+    columns = [mapping["timestamp"], *([mapping[TIME_OF_DAY]] if TIME_OF_DAY in mapping else [])]
+    reader = csv.open(pcsv.ConvertOptions(include_columns=columns, column_types=dict.fromkeys(columns, pa.string())))
+    for batch in reader:  # every row's, not just the first block's: a winter's offset is not a summer's
+        texts = batch.column(columns[-1])
+        found = pc.extract_regex(texts, _OFFSET.replace("(", "(?P<offset>", 1)).field("offset")
+        offsets.update(_offset(o) for o in pc.unique(found).to_pylist() if o is not None)
+    if len(offsets) == 1:
+        (offset,) = offsets
+        flag = f"--timezone {offset}" if offset.startswith("+") else f"--timezone={offset}"  # -05:00 is no flag
+        return DataError(f"{csv.path}: every time in {name} carries the UTC offset {offset}, and time-of-day "
+                         f"features need the bars' clock named; name it: {flag}")
+    return DataError(f"{csv.path}: times in {name} carry UTC offsets ({', '.join(sorted(offsets))}), which change "
+                     "with daylight saving and name no zone, and time-of-day features need the market's clock; name "
+                     "the market's zone, e.g. --timezone America/New_York")
 
 
 def _first_block(csv: Csv, name: str) -> list[str | None]:
@@ -136,10 +177,11 @@ def _first_block(csv: Csv, name: str) -> list[str | None]:
         return []
 
 
-def _csv_batches(csv: Csv, mapping: dict[str, str], time_type: pa.DataType,
-                 time_format: str | None) -> Iterator[pa.RecordBatch]:
+def _csv_batches(csv: Csv, mapping: dict[str, str], time_type: pa.DataType, time_format: str | None,
+                 decimal: str = ".") -> Iterator[pa.RecordBatch]:
     split = TIME_OF_DAY in mapping  # a Date and a Time column: read as text, joined, then parsed
-    types = {name: pa.float64() for field, name in mapping.items() if field in FIELDS[1:]}
+    numbers = [field for field in mapping if field in FIELDS[1:]]
+    types = {mapping[f]: pa.float64() if decimal == "." else pa.string() for f in numbers}
     types |= {mapping[f]: pa.string() for f in (SYMBOL, TIME_OF_DAY) if f in mapping}
     types[mapping["timestamp"]] = pa.string() if split else time_type
     convert = pcsv.ConvertOptions(include_columns=list(dict.fromkeys(mapping.values())), column_types=types,
@@ -148,6 +190,8 @@ def _csv_batches(csv: Csv, mapping: dict[str, str], time_type: pa.DataType,
     try:
         for batch in csv.open(convert):
             columns = {f: batch.column(mapping[f]) for f in fields}
+            if decimal != ".":
+                columns |= {f: decimal_comma_floats(csv.path, mapping[f], columns[f], rows) for f in numbers}
             if split:
                 joined = pc.binary_join_element_wise(columns["timestamp"], batch.column(mapping[TIME_OF_DAY]), " ")
                 columns["timestamp"] = _parsed(csv.path, _time_name(mapping), joined, time_type, time_format, rows)
@@ -226,7 +270,8 @@ def _one_instrument(path: Path, mapping: dict[str, str], batches: Iterator[pa.Re
 def _table(path: Path, batches: list[pa.RecordBatch]) -> pa.Table:
     if not sum(batch.num_rows for batch in batches):
         raise DataError(f"{path}: no bars below the header, bars are needed; export the file with its rows")
-    return pa.Table.from_batches(batches).select(list(FIELDS))
+    table = pa.Table.from_batches(batches)
+    return table.select([field for field in FIELDS if field in table.column_names])  # volume where the file has it
 
 
 def _ragged(path: Path, exc: Exception) -> DataError:
@@ -251,6 +296,8 @@ def _conversion(csv: Csv, exc: Exception, names: list[str], mapping: dict[str, s
     if name == mapping["timestamp"]:
         form = f"the form --time-format {time_format!r} gives" if time_format else "the form of the first rows"
         return DataError(f"{where} is {value!r}, not a time of {form}, every time must have one form; fix that row")
+    if (comma := decimal_comma_advice(value, csv.delimiter)) is not None:
+        return DataError(f"{where} is {value!r}, {comma}")
     return DataError(f"{where} is {value!r}, not a number, prices and volume must be numbers; fix or drop that row")
 
 

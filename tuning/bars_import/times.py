@@ -4,8 +4,9 @@
     zoned timestamps     instants (Parquet with a zone; CSV text with a UTC offset: 2024-03-08T09:30:00-05:00)
     naive timestamps     wall-clock times in --timezone (default UTC); one that a daylight-saving change makes
     and dates            ambiguous (it happens twice) or nonexistent (skipped) is refused, naming its row
-The zone is --timezone, else the file's own (Parquet), else UTC; CSV offsets other than UTC's name no zone (an offset
-is not a daylight-saving rule), so they need --timezone.
+The zone is --timezone (a zone of the database, or a fixed offset: +09:00), else the file's own (Parquet), else UTC.
+CSV offsets other than UTC's name no zone (an offset is not a daylight-saving rule), so they need --timezone
+(source.py says which: the one offset every row carries, else the market's zone).
 """
 
 from __future__ import annotations

@@ -9,6 +9,8 @@ from pathlib import Path
 
 from tuning.bars_file import require_same_bars
 from tuning.cli.help import subcommand
+from tuning.cli.listing import no_sweep_named
+from tuning.cli.store_options import add_storage_option, add_tracking_uri_option
 from tuning.cli.sweep_report import print_finalists, print_test_look
 from tuning.errors import UsageError
 from tuning.search.best_config import train_command, write_best_config
@@ -21,8 +23,7 @@ from tuning.sweep_files import (
     LEDGER,
     MANIFEST,
     STUDY,
-    default_storage,
-    default_storage_help,
+    is_uri,
     latest_look,
     storage_flag,
     sweep_paths,
@@ -40,7 +41,7 @@ def add_command(commands: argparse._SubParsersAction) -> None:
                        "--config`, with its figures; with --register, ship the winner's own checkpoint to the MLflow "
                        "Model Registry without training it again.")
     best.add_argument("name", help="the sweep's name")
-    best.add_argument("--storage", default=default_storage(), help=f"where the sweep lives ({default_storage_help()})")
+    add_storage_option(best, "where the sweep lives")
     best.add_argument("--out", type=Path, help="output YAML (default: best.yaml in the sweep's folder)")
     best.add_argument("--force", action="store_true", help="replace an existing --out file")
     best.add_argument("--register", metavar="MODEL", help="register the winner's own best.pt (its trial's checkpoint, "
@@ -56,7 +57,7 @@ def add_command(commands: argparse._SubParsersAction) -> None:
     best.add_argument("--no-look", action="store_true", help="with --register: ship a winner the sweep has not "
                       "scored on its test segment (`resume` takes that look); its version is tagged "
                       "mamba_tune.judged_by=none")
-    best.add_argument("--tracking-uri", help="MLflow store for --register (default: the one the sweep logged to)")
+    add_tracking_uri_option(best)  # the store --register ships to
     best.add_argument("--experiment", metavar="NAME", help="MLflow experiment of the --register run (default "
                       "production)")
     best.set_defaults(run=cmd_best)
@@ -64,8 +65,10 @@ def add_command(commands: argparse._SubParsersAction) -> None:
 
 def cmd_best(args: argparse.Namespace) -> int:
     paths = sweep_paths(args.storage, args.name)
+    if not is_uri(args.storage) and not (paths.folder / MANIFEST).is_file():  # a URI storage's records are fetched
+        raise no_sweep_named(args.name, args.storage)
     manifest = read_manifest(paths)
-    space = parse_space(manifest.space, str(paths.folder / MANIFEST))
+    space = parse_space(manifest.space, str(paths.folder / MANIFEST), stored=True)
     records = list(Ledger(paths.folder / LEDGER).records.values())
     best = _winner(args, records, space)
     members = _ensemble(args, records, best)
@@ -128,7 +131,7 @@ def _require_look(args: argparse.Namespace, space: SweepSpace, best: TrialRecord
     if test is not None or args.no_look:
         return
     if not space.run.data.test_fraction:
-        raise UsageError(f"sweep {args.name!r} has no test segment (run.data.test_fraction 0), so nothing says "
+        raise UsageError(f"sweep {args.name!r} has no test segment (data.test_fraction 0), so nothing says "
                          f"whether trial {best.trial_id} beats HAR, and --register ships only a judged winner; pass "
                          "--no-look to register it unjudged (its version tagged mamba_tune.judged_by=none)")
     raise UsageError(f"sweep {args.name!r} has not looked at its test segment with trial {best.trial_id}, its winner "

@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 
 from model.atomic import atomic_path
 from model.bars import read_bars
-from model.data import require_enough_bars
+from model.bars_enough import TooFewBars, require_enough_bars
 from model.synth import next_monday, synth_bars
 from tuning.bars_import.canonical import provenance_of
 from tuning.cli.data_common import (
@@ -25,6 +25,7 @@ from tuning.cli.data_common import (
 )
 from tuning.cli.data_import import add_command as add_import_command
 from tuning.cli.help import subcommand
+from tuning.cli.spaces_for_bars import spaces_for, with_spaces_that_fit
 from tuning.errors import UsageError
 
 # The real daily bars the arch package ships (1999-2018): command -> the index they are bars of.
@@ -71,7 +72,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
                         "enough bars to train on) and summarise it; exit 2 with one line naming the first problem.")
     check.add_argument("path", type=Path, help="the Parquet file of bars")
     add_settings_options(check)
-    add_column_option(check, " (over the --space's or --config's run.data.columns)")
+    add_column_option(check, " (over the --space's or --config's data.columns)")
     check.set_defaults(run=cmd_check)
 
 
@@ -118,15 +119,21 @@ def arch_daily_bars(name: str) -> pa.Table:
 def cmd_check(args: argparse.Namespace) -> int:
     settings, source = data_settings(args.config, args.space)
     bars = read_bars(args.path, {**settings.columns, **parse_columns(args.column)})  # --column over the settings'
-    require_enough_bars(args.path, len(bars), settings)  # one training sample and the minimum validation/test ones
+    try:
+        require_enough_bars(args.path, len(bars), settings)  # one training sample and the minimum validation/test ones
+    except TooFewBars as exc:  # the line names the changes that fit; the spaces that do, too
+        raise with_spaces_that_fit(exc) from None
     for label, value in summarise(bars).items():
         print(f"{label:<13} {value}")
     if (provenance := provenance_of(args.path)) is not None:
         print(f"{'imported from':<13} {provenance['source']} ({provenance['form']}, SHA-256 "
               f"{provenance['source_sha256'][:16]}) at {provenance['imported_at']}")
-    print(f"{'enough for':<13} {source}: window {settings.window}, horizon {settings.horizon}, val_fraction "
-          f"{settings.val_fraction}, test_fraction {settings.test_fraction}"
-          + (f", {settings.fold} walk-forward folds" if settings.fold > 1 else ""))
+    longest = f" (the search's longest {settings.sample_window})" if settings.sample_window > settings.window else ""
+    print(f"{'settings':<13} enough for {source}: data.window {settings.window}{longest}, "
+          f"data.horizon {settings.horizon}, data.val_fraction {settings.val_fraction}, "
+          f"data.test_fraction {settings.test_fraction}"
+          + (f", confirm.folds {settings.fold}" if settings.fold > 1 else ""))
+    print(f"{'spaces':<13} enough for {spaces_for(len(bars))}")
     return 0
 
 

@@ -12,6 +12,7 @@ from model.bar_times import EPOCH_YEARS, local_clock_ns
 from model.bars import Bars
 from model.bars_location import CREDENTIALS, bars_location, is_remote, require_object
 from model.data import DataConfig
+from model.features import VOLUME_FEATURES
 from tuning.errors import UsageError
 from tuning.search.shipped_spaces import space_path
 from tuning.uri_secrets import refuse_credentials
@@ -46,7 +47,7 @@ def require_bars_file(source: str | Path) -> None:
 
 
 def add_column_option(parser: argparse.ArgumentParser, where: str = "") -> None:
-    """--column FIELD=NAME, repeatable: the same mapping in every command (and run.data.columns in a space)."""
+    """--column FIELD=NAME, repeatable: the same mapping in every command (and data.columns in a space)."""
     parser.add_argument("--column", action="append", default=[], metavar="FIELD=NAME",
                         help=f"map a bar field to the file's column, e.g. --column timestamp=ts_event{where}")
 
@@ -106,7 +107,8 @@ def summarise(bars: Bars, epoch_unit_given: bool = False) -> dict[str, str]:
         "gaps": (f"{len(gaps):,} longer than 1.5 intervals, the longest {_duration(int(gaps.max()))}"
                  if len(gaps) else "none"),
         "price range": f"{bars.low.min():,.2f} .. {bars.high.max():,.2f}",
-        "volume": f"{bars.volume.sum():,.0f} in all",
+        "volume": f"{bars.volume.sum():,.0f} in all" if bars.has_volume else
+                  "none in the file (volume_change left out of the features)",
     }
 
 
@@ -130,3 +132,12 @@ def _duration(ns: int) -> str:
     parts = [f"{days}d" if days else "", f"{hours}h" if hours else "", f"{minutes}m" if minutes else "",
              f"{secs}s" if secs or seconds == 0 else ""]
     return " ".join(p for p in parts if p)
+
+
+def inputs_line(n_features: int, features: list[str]) -> str:
+    """What `train` and `sweep` print about the model's inputs: the features per bar (`features`, a Dataset's
+    summary["features"]) and, for bars without volume, the features left out (VOLUME_FEATURES), e.g.
+    "inputs: 11 features per bar (the bars have no volume: volume_change left out)"."""
+    missing = [name for name in VOLUME_FEATURES if name not in features]
+    return f"inputs: {n_features} features per bar" + (
+        f" (the bars have no volume: {', '.join(missing)} left out)" if missing else "")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 
 from tuning.cli.help import subcommand
+from tuning.cli.store_options import add_storage_option, add_tracking_uri_option
 from tuning.cluster.ray_address import ray_address
-from tuning.sweep_files import default_storage, default_storage_help
 from tuning.tracking.store import resolve_store
 from tuning.uri_secrets import STORAGE_CREDENTIALS, refuse_credentials
 
@@ -22,10 +22,8 @@ def add_command(commands: argparse._SubParsersAction) -> None:
                          "every node. Exit 0 all well, 1 problems (each with its fix), 2 bad input.")
     doctor.add_argument("--address", help="the Ray cluster (auto or HOST:PORT; default: RAY_ADDRESS, else a local "
                         "Ray started for the check)")
-    doctor.add_argument("--storage", default=default_storage(),
-                        help=f"the sweep storage to check, a folder or URI ({default_storage_help()})")
-    doctor.add_argument("--tracking-uri", help="the MLflow tracking store to check (default: MLFLOW_TRACKING_URI, "
-                        "else the embedded store in runs/mlflow)")
+    add_storage_option(doctor, "the sweep storage to check")
+    add_tracking_uri_option(doctor)  # the store to check
     doctor.set_defaults(run=cmd_doctor)
 
 

@@ -9,9 +9,13 @@ from pathlib import Path
 
 from model.errors import InputError
 from tuning.cli.help import subcommand
+from tuning.cli.store_options import add_storage_option
 from tuning.errors import UsageError
-from tuning.sweep_files import default_storage, default_storage_help, is_uri
+from tuning.sweep_files import MANIFEST, default_storage, default_storage_help, is_uri, storage_flag
 from tuning.uri_secrets import STORAGE_CREDENTIALS, refuse_credentials
+
+DEMO_STORAGE = "runs/demo/sweeps"  # where `make demo` sweeps smoke
+SWEEPS_SHOWN = 8  # a refusal names at most this many of the sweeps it found
 
 
 def add_command(commands: argparse._SubParsersAction) -> None:
@@ -24,8 +28,7 @@ def add_command(commands: argparse._SubParsersAction) -> None:
                          "URI storage, the sweeps whose records are copied there; one this machine does not keep "
                          "and that is not finished is 'not finished (stored)': another head may be running it, "
                          "or its head was lost (`mamba-tune resume NAME --storage URI` continues it here).")
-    listing.add_argument("--storage", default=default_storage(),
-                         help=f"the folder or URI the sweeps were started with --storage in ({default_storage_help()})")
+    add_storage_option(listing, "where the sweeps were started (their --storage)")
     listing.set_defaults(run=cmd_list)
 
 
@@ -60,6 +63,39 @@ def cmd_list(args: argparse.Namespace) -> int:
     for started, name, state, trials, val, test in sorted(rows):
         print(f"{name:<20} {state:<24} {trials:>7} {val:>9} {test:>9}  {started.replace('T', ' ')[:19]}")
     return 0
+
+
+def no_sweep_named(name: str, storage: str) -> UsageError:
+    """The refusal of a sweep name not in `storage`: the sweeps there are in the storages this machine has (the
+    asked one, the default one and the demo's), each with the --storage that names it, and how to name another."""
+    found = [(sweep, where) for where in _local_storages(storage) for sweep in sweeps_in(where)]
+    asked = Path(storage).expanduser().resolve() if not is_uri(storage) else storage
+    if not found:
+        others = "".join(f" or in {where}" for where in _local_storages(storage)[1:])
+        return UsageError(f"no sweep named {name!r} in {asked}, nor any sweep there{others}; start one with "
+                          f"`mamba-tune sweep` (`make demo` sweeps smoke into {DEMO_STORAGE}), or pass --storage DIR, "
+                          "the folder the sweep was started with")
+    shown = ", ".join(f"{sweep} ({where}{':' + flag if (flag := storage_flag(where)) else ', the default'})"
+                      for sweep, where in found[:SWEEPS_SHOWN])
+    more = f" and {len(found) - SWEEPS_SHOWN} more (`mamba-tune list --storage DIR`)" \
+        if len(found) > SWEEPS_SHOWN else ""
+    return UsageError(f"no sweep named {name!r} in {asked}; sweeps found: {shown}{more}; name one, or pass "
+                      "--storage DIR, the folder the sweep was started with")
+
+
+def sweeps_in(storage: str | Path) -> list[str]:
+    """The names of the sweeps in a storage folder (each a folder with a sweep.json), sorted; [] where there is none."""
+    return sorted(path.parent.name for path in Path(storage).expanduser().glob(f"*/{MANIFEST}"))
+
+
+def _local_storages(storage: str) -> list[str]:
+    """The storage folders a lost sweep is looked for in: `storage` (not a URI), the default one and the demo's,
+    each once, as given."""
+    folders: dict[Path, str] = {}
+    for where in (storage, default_storage(), DEMO_STORAGE):
+        if not is_uri(where):
+            folders.setdefault(Path(where).expanduser().resolve(), where)
+    return list(folders.values())
 
 
 def _loss(value: float) -> str:

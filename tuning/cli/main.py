@@ -14,6 +14,7 @@ from typing import Any
 
 from model.errors import InputError
 from tuning.cli import best, data, doctor, listing, promote, space, sweep, train, ui
+from tuning.cli.flag_owners import invalid_choice, misplaced, unknown_hint
 from tuning.cli.help import subcommand
 from tuning.errors import UsageError
 from tuning.search.overrides import hide_set_values, shown_key
@@ -24,20 +25,31 @@ class _Parser(argparse.ArgumentParser):
     """argparse, but a usage error is one line instead of the usage block, and no value given is repeated in it (a
     value after a mistyped --notify or --set is a webhook URL, a secret): of arguments it does not know it names the
     options without their =values, and a value, there or quoted (an invalid choice, a number that is not one), only
-    where it is a plain word.
+    where it is a plain word. An option of another command given to this one says which command(s) have it, and an
+    option's invalid choice is the flag's own error (tuning/cli/flag_owners.py).
     No option is taken by a prefix of its name (allow_abbrev off, in every subcommand's parser too): `--se KEY=URL`
     would be a --set that main's errors do not know to hide."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **{**kwargs, "allow_abbrev": False})
+        self._words: list[str] = []  # the arguments parse_args was given: the command they name, for error()
+
+    def parse_args(self, args: Sequence[str] | None = None, namespace: Any = None) -> Any:  # type: ignore[override]
+        self._words = list(sys.argv[1:] if args is None else args)
+        return super().parse_args(args, namespace)
 
     def error(self, message: str) -> None:  # type: ignore[override]
         head, sep, unknown = message.partition("unrecognized arguments: ")
+        if sep and (elsewhere := misplaced(self, self._words, unknown.split())):  # names flags, never a value
+            raise UsageError(elsewhere)
         if sep:
             shown = [arg.partition("=")[0] if arg.startswith("-") else arg if _WORD.fullmatch(arg) else _NOT_REPEATED
                      for arg in unknown.split()]
-            message = f"{head}unrecognized arguments: {' '.join(shown)}"
+            raise UsageError(f"{head}unrecognized arguments: {' '.join(shown)}"
+                             f"{unknown_hint(self, self._words, unknown.split())}")
         message = _QUOTED.sub(lambda quoted: quoted[0] if _WORD.fullmatch(quoted[0][1:-1]) else _NOT_REPEATED, message)
+        if choice := invalid_choice(message):  # its value shown as above: a plain word, or not at all
+            raise UsageError(f"{choice}; see `{self.prog} --help`")
         raise UsageError(f"{message}; see `{self.prog} --help`")
 
 
@@ -48,15 +60,31 @@ _NOT_REPEATED = "<a value, not repeated>"
 
 
 def _parse_overrides(pairs: Sequence[str]) -> dict[str, object]:
-    """["d_model=64", "dt_limit=[0.0, 1.0]"] -> {"d_model": 64, "dt_limit": [0.0, 1.0]} (YAML values)."""
+    """["model.d_model=64", "model.dt_limit=[0.0, 1.0]"] -> {"d_model": 64, "dt_limit": [0.0, 1.0]} (YAML values):
+    each a model setting by its dotted name, as every command names it (run.model.d_model, the older spelling in a
+    space, too); UsageError naming the nearest model setting for any other key, a bare d_model included."""
+    from dataclasses import fields
+
+    from model.config import ModelConfig
+    from tuning.search.nearest_names import did_you_mean
+    from tuning.search.searchable import setting_name
+
+    names = [f"model.{field.name}" for field in fields(ModelConfig)]
     values: dict[str, object] = {}
     for pair in pairs:
         key, sep, raw = pair.partition("=")
         if not sep or not key:  # without '=', all of it may be a value: not shown
             raise UsageError("a --set is not KEY=VALUE (its text is not repeated: it may be a value), "
-                             "e.g. --set d_model=64")
+                             "e.g. --set model.d_model=64")
+        name = setting_name(key)
+        if name not in names:
+            raise UsageError(f"--set {shown_key(key)}: `model --set` takes model settings (model.d_model, ...); "
+                             f"{did_you_mean(name, names)}")
+        field = name.removeprefix("model.")
+        if field in values:
+            raise UsageError(f"--set {shown_key(key)} is given twice; give it once")
         try:
-            values[key.strip()] = parse_yaml(raw, f"--set {shown_key(key)}")
+            values[field] = parse_yaml(raw, f"--set {shown_key(key)}")
         except ConfigError as exc:
             raise UsageError(str(exc).replace("invalid YAML", "the value is not valid YAML")) from None
     return values
@@ -94,11 +122,12 @@ def build_parser() -> argparse.ArgumentParser:
                         help="print the version and exit")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     model = subcommand(commands, "model", "show the Forecaster a configuration builds",
-                        ("mamba-tune model", "mamba-tune model --set d_model=128 --set n_layers=4"),
+                        ("mamba-tune model", "mamba-tune model --set model.d_model=128 --set model.n_layers=4"),
                         "Show the Forecaster a model configuration builds: its dimensions, parameter count and "
                         "the backend that runs here (mamba_ssm's CUDA kernels, or the reference torch code).")
     model.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                       help="override a ModelConfig field, e.g. --set d_model=64 (repeatable)")
+                       help="set a model setting by its dotted name, as `train --set` and `sweep --set` do, "
+                       "e.g. --set model.d_model=64 (repeatable)")
     model.set_defaults(run=cmd_model)
     data.add_commands(commands)
     train.add_command(commands)

@@ -6,6 +6,7 @@ import argparse
 
 from tuning.cli.data_common import add_column_option, add_data_option, parse_columns
 from tuning.cli.help import subcommand
+from tuning.cli.store_options import add_tracking_uri_option
 
 
 def add_command(commands: argparse._SubParsersAction) -> None:
@@ -21,8 +22,7 @@ def add_command(commands: argparse._SubParsersAction) -> None:
     promote.add_argument("model", help="the registered model's name")
     add_data_option(promote, "Parquet file of bars after those both versions trained on")
     add_column_option(promote)
-    promote.add_argument("--tracking-uri", help="the MLflow store of the registry (default: MLFLOW_TRACKING_URI, "
-                         "else the embedded store in runs/mlflow)")
+    add_tracking_uri_option(promote)  # the store of the registry
     promote.add_argument("--experiment", metavar="NAME", help="MLflow experiment of the comparison run (default "
                          "production)")
     promote.add_argument("--alpha", type=float, metavar="A",

@@ -8,7 +8,7 @@ from tuning.cli.help import subcommand
 from tuning.search.effective_space import effective_yaml
 from tuning.search.overrides import described, parse_sets, with_sets
 from tuning.search.shipped_spaces import space_path
-from tuning.search.space import parse_space
+from tuning.search.space import default_name, parse_space
 from tuning.search.space_keys import refused_keys, space_keys
 from tuning.search.space_keys_page import keys_markdown, keys_table
 from tuning.yaml_io import read_yaml
@@ -51,6 +51,7 @@ def cmd_keys(args: argparse.Namespace) -> int:
 
 def cmd_show(args: argparse.Namespace) -> int:
     source = described(str(args.space), args.set)
-    space = parse_space(with_sets(read_yaml(args.space, "search space"), parse_sets(args.set)), source)
+    space = parse_space(with_sets(read_yaml(args.space, "search space"), parse_sets(args.set)), source,
+                        name=default_name(args.space))
     print(effective_yaml(space, source), end="")
     return 0

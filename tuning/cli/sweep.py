@@ -11,9 +11,11 @@ import sys
 from dataclasses import replace
 from typing import Any
 
-from tuning.cli.data_common import add_column_option, add_data_option, parse_columns, require_bars_file
+from tuning.cli.data_common import add_column_option, add_data_option, inputs_line, parse_columns, require_bars_file
 from tuning.cli.help import subcommand
+from tuning.cli.store_options import add_storage_option, add_tracking_uri_option
 from tuning.cli.sweep_eta import SweepClock
+from tuning.cli.sweep_flags import add_setting_flags, described_with_flags, flag_settings, with_flag_sets
 from tuning.cli.sweep_name import ray_job_name
 from tuning.cli.sweep_notify import add_notify_option, notified, notify_url, resume_notify_url
 from tuning.cli.sweep_progress import SweepProgress
@@ -24,18 +26,16 @@ from tuning.errors import UsageError
 from tuning.search.eta import SweepBudget, confirm_runs
 from tuning.search.finalists import CONFIRM, SEARCH, pending_runs, winner
 from tuning.search.ledger import Ledger
-from tuning.search.overrides import described, parse_sets, with_sets
+from tuning.search.overrides import parse_sets, placed, with_sets
 from tuning.search.resources import fullest_plan, gpus_on
 from tuning.search.shipped_spaces import space_path
-from tuning.search.space import AUTO, parse_space
+from tuning.search.space import AUTO, default_name, parse_space
 from tuning.search.study_store import check_study_url
 from tuning.sweep.manifest import SweepManifest, check_new, read_manifest
 from tuning.sweep_files import (
     LEDGER,
     RAY_LOG,
     SweepPaths,
-    default_storage,
-    default_storage_help,
     is_uri,
     storage_flag,
     sweep_paths,
@@ -66,17 +66,14 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
                        help="name the sweep after the Ray job that runs it, its submission id (a RayJob's: its "
                        "name and a suffix KubeRay adds), so that each submission of one entrypoint is a sweep of "
                        "its own")
-    sweep.add_argument("--trials", type=int, help="number of trials (default: the space's)")
+    add_setting_flags(sweep)  # --sampler, --trials, --max-epochs, --precision: each the same as its --set
     sweep.add_argument("--memory-budget", type=float, metavar="MB",
                        help="memory a trial worker may use for training: batch sizes whose measured peak exceeds it "
                        "are dropped before the sweep (default on GPU: the worker's share of its GPU; on CPU: no probe)")
     sweep.add_argument("--study-url", metavar="URL",
                        help="the Optuna study's database, postgresql://HOST[:PORT]/DB (password from PGPASSWORD or "
                        "~/.pgpass): a sweep on a cluster then outlives its head (default: SQLite in the sweep folder)")
-    sweep.add_argument("--precision", metavar="{fp32,bf16}",
-                       help="fp32 or bf16 for every trial: sets run.train.precision in the space "
-                       "(default: the space's, else fp32; bf16: autocast, float32 parameters and SSM state)")
-    add_column_option(sweep, ": sets run.data.columns in the space (a file of another layout: `data import`)")
+    add_column_option(sweep, ": sets data.columns in the space (a file of another layout: `data import`)")
     sweep.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                        help="set a setting of the space by its dotted name, over the file's, e.g. --set "
                        "scheduler.max_epochs=20 --set search.learning_rate.high=3e-3 (repeatable; the manifest and "
@@ -92,19 +89,17 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
                          "With --trials N, a sweep (finished or not) goes on to N search trials: TPE learns from "
                          "every trial the study holds, ASHA's rungs hold every trial run so far.")
     resume.add_argument("name", help="the sweep's name")
-    resume.add_argument("--trials", type=int, help="search trials in all, more than the sweep has asked for "
-                        "(default: those it asked for)")
+    resume.add_argument("--trials", type=int, metavar="N", help="search trials in all, more than the sweep has "
+                        "asked for (default: those it asked for)")
     _storage_and_address(resume)
     resume.set_defaults(run=cmd_resume)
 
 
 def _storage_and_address(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--storage", default=default_storage(),
-                        help=f"folder or URI for results and checkpoints ({default_storage_help()})")
+    add_storage_option(parser, "where the sweep keeps its results and checkpoints")
     parser.add_argument("--address", help="join a running Ray cluster (auto or HOST:PORT; default: RAY_ADDRESS, which "
                         "`ray job submit` sets, else a local Ray)")
-    parser.add_argument("--tracking-uri", help="MLflow tracking server, http(s)://HOST:PORT (default: "
-                        "MLFLOW_TRACKING_URI, else the embedded store in runs/mlflow; resume: the sweep's own)")
+    add_tracking_uri_option(parser)
     parser.add_argument("--dashboard", action="store_true",
                         help="start the local Ray with its dashboard, http://127.0.0.1:8265 (off by default: it "
                         "costs CPU; a cluster's dashboard is its own)")
@@ -113,22 +108,18 @@ def _storage_and_address(parser: argparse.ArgumentParser) -> None:
 
 @stops_as_ctrl_c_on_sigterm  # `kill`, `ray job stop`: interrupted, resumable, exit 130
 def cmd_sweep(args: argparse.Namespace) -> int:
-    space_values = with_sets(read_yaml(args.space, "search space"), parse_sets(args.set))
-    space_values = _with_precision(space_values, args.precision)
+    flags = flag_settings(args)  # --trials N and the like: the --set pairs they stand for
+    space_values = with_sets(read_yaml(args.space, "search space"), parse_sets(with_flag_sets(args.set, flags)))
     space_values = _with_columns(space_values, parse_columns(args.column))
-    space = parse_space(space_values, described(str(args.space), args.set))  # every problem before Ray starts
+    space = parse_space(space_values, described_with_flags(str(args.space), flags, args.set),  # all before Ray
+                        name=default_name(args.space))
     notify = notify_url(args.notify, space)
     # the webhook URL is a secret: from here on in no space, so in no file, Ray Tune state or MLflow run
     space_values, space = {k: v for k, v in space_values.items() if k != "notify"}, replace(space, notify=None)
     name = ray_job_name() if args.name_from_ray_job else args.name or space.name
     if not valid_name(name):
         raise UsageError(f"--name {name!r}: use letters, digits, '-' or '_'")
-    if args.trials is not None and args.trials < 1:
-        raise UsageError(f"--trials must be a positive integer, got {args.trials}")
-    trials = args.trials or space.trials
-    if space.confirm is not None and space.confirm.top_k > trials:
-        raise UsageError(f"--trials {trials} is fewer than confirm.top_k {space.confirm.top_k} finalists in "
-                         f"{args.space}; raise --trials or lower confirm.top_k")
+    trials = space.trials  # --trials is the space's trials (the space checks it against confirm.top_k)
     if args.memory_budget is not None and not (args.memory_budget > 0 and math.isfinite(args.memory_budget)):
         raise UsageError(f"--memory-budget must be a positive number of MB, got {args.memory_budget:g}")
     require_bars_file(args.data)  # a path, or an s3:// or gs:// object: asked for before anything starts
@@ -138,12 +129,17 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     check_new(paths)
     ray_address(args.address)  # an address no Ray answers at: refused before the bars are read
 
-    from model.data import load_dataset, require_enough_bars
+    from model.bars_enough import TooFewBars, require_enough_bars
+    from model.data import load_dataset
+    from tuning.cli.spaces_for_bars import with_spaces_that_fit
 
     # Bad bars are refused first: reading them needs neither Ray nor MLflow (seconds sooner).
-    data = load_dataset(args.data, space.run.data)
-    if space.confirm is not None and space.confirm.folds > 1:  # the earliest fold trains on the fewest bars
-        require_enough_bars(args.data, data.summary["n_bars"], replace(space.run.data, fold=space.confirm.folds))
+    try:
+        data = load_dataset(args.data, space.run.data)
+        if space.confirm is not None and space.confirm.folds > 1:  # the earliest fold trains on the fewest bars
+            require_enough_bars(args.data, data.summary["n_bars"], replace(space.run.data, fold=space.confirm.folds))
+    except TooFewBars as exc:  # the changes that fit, and the shipped spaces these bars are enough for (as data check)
+        raise with_spaces_that_fit(exc) from None
 
     from tuning.cluster.shared_storage import check_shared
     from tuning.sweep import session
@@ -182,9 +178,13 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 @stops_as_ctrl_c_on_sigterm
 def cmd_resume(args: argparse.Namespace) -> int:
+    from tuning.cli.listing import no_sweep_named
     from tuning.sweep.driver_mark import running_driver
+    from tuning.sweep_files import MANIFEST
 
     paths = sweep_paths(args.storage, args.name)
+    if not is_uri(args.storage) and not (paths.folder / MANIFEST).is_file():  # a URI storage's records are fetched
+        raise no_sweep_named(args.name, args.storage)  # as `best` and `ui`: the sweeps found, and their --storage
     manifest = read_manifest(paths)  # what can be refused is, before Ray, MLflow and torch are imported
     if driver := running_driver(paths.folder):
         raise UsageError(f"sweep {args.name!r} is running ({driver}); wait for it to end, or stop it, then resume")
@@ -280,23 +280,18 @@ def warn_if_only_here(paths: SweepPaths) -> None:
               "one that can", file=sys.stderr, flush=True)
 
 
-def _with_precision(values: Any, precision: str | None) -> Any:
-    """The space's values with run.train.precision set: the manifest keeps it, so `resume` runs it the same."""
-    run = values.get("run") or {} if isinstance(values, dict) else None
-    if precision is None or not isinstance(run, dict) or not isinstance(run.get("train") or {}, dict):
-        return values  # parse_space says what is wrong with the YAML
-    return {**values, "run": {**run, "train": {**(run.get("train") or {}), "precision": precision}}}
-
-
 def _with_columns(values: Any, columns: dict[str, str]) -> Any:
-    """The space's values with --column's pairs in run.data.columns (over the space's own): the manifest keeps
-    them, so `resume` reads the bars the same."""
-    run = values.get("run") or {} if isinstance(values, dict) else None
-    if not columns or not isinstance(run, dict) or not isinstance(run.get("data") or {}, dict):
+    """The space's values with --column's pairs in data.columns (over the space's own), where the space gives that
+    setting (run.data.columns in a space that writes it under `run:`; tuning/search/overrides.py: placed): the
+    manifest keeps them, so `resume` reads the bars the same."""
+    if not columns or not isinstance(values, dict):
         return values  # parse_space says what is wrong with the YAML
-    data = run.get("data") or {}
-    mapped = {**(data.get("columns") or {}), **columns} if isinstance(data.get("columns") or {}, dict) else columns
-    return {**values, "run": {**run, "data": {**data, "columns": mapped}}}
+    where = placed(values, ("data", "columns"))
+    given: Any = values
+    for name in where:
+        given = given.get(name) if isinstance(given, dict) else None
+    mapped = {**given, **columns} if isinstance(given, dict) else columns
+    return with_sets(values, [(where, mapped)])
 
 
 def _run(session: Any, paths: Any, space: Any, data: Any, manifest: SweepManifest, plan: Any, tracking: tuple,
@@ -322,6 +317,7 @@ def _run_sweep(session: Any, paths: Any, space: Any, data: Any, manifest: SweepM
     print(f"sweep {paths.name}: {trials} trials, {plan.describe()}")
     print(f"data: {summary['n_bars']:,} bars, {summary['n_train']:,} training / {summary['n_val']:,} validation / "
           f"{summary['n_test']:,} test samples (the sweep never reads the test segment)")
+    print(inputs_line(data.n_features, summary["features"]))
     print(f"baselines (validation MSE, scaled): HAR {data.baselines['har']:.4f}, "
           f"persistence {data.baselines['persistence']:.4f}, train mean {data.baselines['mean']:.4f}")
     print(f"stopping: ASHA (grace {space.scheduler.grace_period}, reduction {space.scheduler.reduction_factor}, "

@@ -15,13 +15,15 @@ from model.atomic import atomic_path, write_text_atomic
 from model.data import load_dataset, refit_dataset
 from model.train_config import PRECISIONS
 from tuning.bars_file import require_same_bars
-from tuning.cli.data_common import add_column_option, add_data_option, parse_columns
+from tuning.cli.data_common import add_column_option, add_data_option, inputs_line, parse_columns
 from tuning.cli.figures import versus_baselines
 from tuning.cli.help import subcommand
+from tuning.cli.store_options import add_tracking_uri_option
 from tuning.cli.train_look import add_look_options, held_out_by, look_folder, score_test_segment
 from tuning.errors import UsageError
-from tuning.search.overrides import described, parse_sets, with_sets
+from tuning.search.overrides import described, parse_sets, shown_key, with_sets
 from tuning.search.recipe import TrainingRecipe
+from tuning.search.searchable import setting_name
 from tuning.yaml_io import read_yaml
 
 if TYPE_CHECKING:
@@ -58,10 +60,11 @@ def add_command(commands: argparse._SubParsersAction) -> None:
     train.add_argument("--threads", type=int,
                        help="torch CPU threads (default: the config's, else every core); a sweep's best.yaml pins "
                             "its trial's, so its numbers reproduce")
-    add_column_option(train, " (over the --config's run.data.columns)")
+    add_column_option(train, " (over the --config's data.columns)")
     train.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                        help="set a setting of the configuration by its dotted name, over the --config's, e.g. --set "
-                       "model.d_model=64 --set train.warmup_fraction=0.1 (repeatable; config.yaml keeps the result)")
+                       "model.d_model=64 --set train.warmup_fraction=0.1, the names `sweep --set` and `model --set` "
+                       "take; learning_rate is train.lr (repeatable; config.yaml keeps the result)")
     train.add_argument("--out", type=Path, default=Path("runs/train"), help="output folder (default runs/train)")
     train.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
     train.add_argument("--refit", action="store_true",
@@ -69,11 +72,9 @@ def add_command(commands: argparse._SubParsersAction) -> None:
                             "under its schedule, stopped at its best epoch (--epochs to change it), no validation "
                             "to choose by; best.pt is the last epoch")
     add_look_options(train)
-    train.add_argument("--register", metavar="NAME",
-                       help="log the finished run to MLflow and register its model as a new version of NAME")
-    train.add_argument("--tracking-uri", metavar="URI",
-                       help="MLflow store for --register: http(s)://HOST:PORT or sqlite:///PATH (default: "
-                            "MLFLOW_TRACKING_URI, else the embedded store in runs/mlflow)")
+    train.add_argument("--register", metavar="MODEL",
+                       help="log the finished run to MLflow and register its model as a new version of MODEL")
+    add_tracking_uri_option(train)  # where --register logs the run
     train.add_argument("--experiment", metavar="NAME", help="MLflow experiment for --register (default production)")
     train.add_argument("--alias", help="an alias for the registered version, e.g. challenger (moved from any version "
                        "it named; default: none)")
@@ -100,6 +101,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     print(f"data: {data.summary['n_bars']:,} bars, {data.summary['n_train']:,} training, "
           f"{data.summary['n_val']:,} validation and {data.summary['n_test']:,} test samples, "
           f"target {config.data.target} over {over}")
+    print(inputs_line(data.n_features, data.summary["features"]))
     print(f"baselines (validation MSE, scaled): HAR {data.baselines['har']:.4f}, "
           f"persistence {data.baselines['persistence']:.4f}, train mean {data.baselines['mean']:.4f}")
     stop = config.tuned.last_epoch if config.tuned is not None else config.train.epochs
@@ -175,7 +177,7 @@ def _open_registry(args: argparse.Namespace) -> TrackingStore | None:
     if args.register is None:
         if args.tracking_uri is not None or args.experiment is not None or args.alias is not None:
             raise UsageError("--tracking-uri, --experiment and --alias say where and how --register logs the run, "
-                             "and --register is not given; add --register NAME or drop them")
+                             "and --register is not given; add --register MODEL or drop them")
         return None
     from tuning.tracking.registry import DEFAULT_EXPERIMENT, check_alias, check_model_name
     from tuning.tracking.store import open_store, resolve_store
@@ -187,6 +189,15 @@ def _open_registry(args: argparse.Namespace) -> TrackingStore | None:
     store = resolve_store(args.tracking_uri)
     open_store(store)
     return store
+
+
+def _require_one_name(pairs: list[str], overrides: dict[str, object]) -> None:
+    """UsageError where a flag (--lr) and a --set pair (train.lr, learning_rate) both set one setting."""
+    given = {setting_name(shown_key(pair.partition("=")[0])): pair.partition("=")[0] for pair in pairs}
+    for name in overrides:
+        if f"train.{name}" in given:
+            raise UsageError(f"--{name.replace('_', '-')} and --set {shown_key(given[f'train.{name}'])} both set "
+                             f"train.{name}; give one of them")
 
 
 def _recipe(args: argparse.Namespace) -> TrainingRecipe:
@@ -207,6 +218,7 @@ def _recipe(args: argparse.Namespace) -> TrainingRecipe:
                          "pass --resume to continue it or choose another --out")
     config = TrainingRecipe.from_yaml(args.config) if args.config else TrainingRecipe()
     if args.set:  # over the file's values, validated as the file is
+        _require_one_name(args.set, overrides)
         values = (read_yaml(args.config, "run configuration") or {}) if args.config else config.to_dict()
         config = TrainingRecipe.from_dict(with_sets(values, parse_sets(args.set)),
                                           described(str(args.config or "the default configuration"), args.set))

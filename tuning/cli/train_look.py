@@ -28,6 +28,7 @@ from model.atomic import write_text_atomic
 from model.data import Dataset
 from tuning.bars_file import sha256_of
 from tuning.cli.figures import one_look_line, verdict_line
+from tuning.cli.store_options import storage_help
 from tuning.errors import UsageError
 from tuning.search.recipe import TrainingRecipe
 from tuning.sweep_files import (
@@ -38,7 +39,6 @@ from tuning.sweep_files import (
     SweepPaths,
     append_look,
     default_storage,
-    default_storage_help,
     sweep_paths,
 )
 
@@ -63,7 +63,7 @@ def add_look_options(parser: argparse.ArgumentParser) -> None:
                         help="score the test segment of the bars a sweep's winner (--config best.yaml) was tuned on, "
                              "as a look counted in that sweep's test.json (look k of n); without it such a run "
                              "reports no test figures")
-    parser.add_argument("--storage", help=f"where the sweep of --look lives ({default_storage_help()})")
+    parser.add_argument("--storage", help=storage_help("where the sweep of --look lives"))
 
 
 def held_out_by(args: argparse.Namespace, config: TrainingRecipe) -> str | None:

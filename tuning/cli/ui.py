@@ -13,10 +13,15 @@ import time
 import urllib.request
 import webbrowser
 from pathlib import Path
+from urllib.parse import quote
 
 from tuning.cli.help import subcommand
+from tuning.cli.listing import no_sweep_named
+from tuning.cli.store_options import add_tracking_uri_option, storage_help
 from tuning.errors import UsageError
-from tuning.tracking.store import DEFAULT_TRACKING_DIR, TrackingStore, resolve_store
+from tuning.sweep.manifest import SweepManifest, read_manifest
+from tuning.sweep_files import MANIFEST, is_uri, sweep_paths
+from tuning.tracking.store import TrackingStore, resolve_store
 
 START_TIMEOUT_S = 60
 
@@ -24,12 +29,17 @@ START_TIMEOUT_S = 60
 def add_command(commands: argparse._SubParsersAction) -> None:
     ui = subcommand(commands, "ui", "browse sweeps and trials in the MLflow UI",
                      ("mamba-tune ui", "mamba-tune ui smoke  # opens on the sweep's runs",
+                      "mamba-tune ui smoke --storage runs/demo/sweeps  # that sweep's runs, in the store it logged to",
                       "mamba-tune ui --tracking-uri sqlite:///runs/mlflow/mlflow.db --port 5001"),
                      "Serve the MLflow UI over the embedded store on this machine (127.0.0.1 unless --host says "
-                     "otherwise), and open it on a sweep's runs when NAME is given.")
+                     "otherwise), and open it on a sweep's runs when NAME is given: with --storage, the runs of "
+                     "the sweep of that name in that storage alone, in the MLflow store it logged to.")
     ui.add_argument("name", nargs="?", help="a sweep: print and open the UI on its runs")
-    ui.add_argument("--tracking-uri", help=f"sqlite:///PATH of a store (default: MLFLOW_TRACKING_URI, else "
-                    f"{DEFAULT_TRACKING_DIR}/mlflow.db); for an http(s) server, its own UI is used")
+    ui.add_argument("--storage", help=storage_help(
+        "the --storage sweep NAME was started with: open its own runs (its sweep.json names its MLflow store and run "
+        "tag) although another sweep of that name, in another storage, logged to the same experiment",
+        default="default: every run of the experiment NAME"))
+    add_tracking_uri_option(ui)  # an http(s) server: its own UI is used
     ui.add_argument("--host", default="127.0.0.1",
                     help="interface to serve on (default 127.0.0.1: this machine only; 0.0.0.0 exposes it)")
     ui.add_argument("--port", type=int, default=5000, help="port (default 5000)")
@@ -37,12 +47,13 @@ def add_command(commands: argparse._SubParsersAction) -> None:
 
 
 def cmd_ui(args: argparse.Namespace) -> int:
-    store = resolve_store(args.tracking_uri)
+    manifest = _manifest(args.name, args.storage)
+    store = resolve_store(args.tracking_uri or (manifest.tracking_uri if manifest is not None else None))
     database = Path(store.uri.removeprefix("sqlite:///"))
     if store.embedded and not database.is_file():
         raise UsageError(f"no MLflow store at {database}; run a sweep first (`make demo`), or pass --tracking-uri "
                          "sqlite:///PATH of the store to browse")
-    page = "" if args.name is None else f"/#/experiments/{_experiment_id(store, args.name)}/runs"
+    page = "" if args.name is None else sweep_page(store, args.name, manifest)
     if not store.embedded:
         print(f"{store.uri} is an MLflow server: its UI is at {store.uri}{page}")
         _open(f"{store.uri}{page}", args.name)
@@ -83,6 +94,37 @@ def cmd_ui(args: argparse.Namespace) -> int:
                 server.kill()
         log.close()
         Path(log.name).unlink(missing_ok=True)
+
+
+def _manifest(name: str | None, storage: str | None) -> SweepManifest | None:
+    """The manifest of sweep `name` in `storage` (--storage); None without --storage. UsageError for --storage
+    without NAME, and for a sweep not there (naming the sweeps there are)."""
+    if storage is None:
+        return None
+    if name is None:
+        raise UsageError(f"--storage {storage} says where sweep NAME lives, and no NAME is given; add the sweep's "
+                         "name (`mamba-tune list --storage DIR` shows them) or drop --storage")
+    paths = sweep_paths(storage, name)
+    if not is_uri(storage) and not (paths.folder / MANIFEST).is_file():  # a URI storage's records are fetched
+        raise no_sweep_named(name, storage)
+    return read_manifest(paths)
+
+
+def sweep_page(store: TrackingStore, name: str, manifest: SweepManifest | None) -> str:
+    """The UI's page of sweep `name`'s runs: without its manifest, every run of the experiment `name`; with it, only
+    the runs its sweep_id tags (another sweep of that name may log to the same experiment)."""
+    if manifest is None:
+        return f"/#/experiments/{_experiment_id(store, name)}/runs"
+    from tuning.tracking.ops import SWEEP_TAG
+    from tuning.tracking.store import open_store
+
+    client = open_store(store)
+    experiment = client.get_experiment_by_name(name)
+    tagged = f"tags.`{SWEEP_TAG}` = '{manifest.sweep_id}'"
+    if experiment is None or not client.search_runs([experiment.experiment_id], tagged, max_results=1):
+        raise UsageError(f"sweep {name!r} (sweep_id {manifest.sweep_id}) has no runs in the MLflow store {store.uri}; "
+                         "pass --tracking-uri, the store it logged to, if the store was moved")
+    return f"/#/experiments/{experiment.experiment_id}/runs?searchFilter={quote(tagged, safe='')}"
 
 
 def _experiment_id(store: TrackingStore, name: str) -> str:

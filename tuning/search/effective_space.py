@@ -9,22 +9,25 @@ from typing import Any
 import yaml
 
 from tuning.search.recipe import SECTIONS
-from tuning.search.space import SweepSpace
+from tuning.search.searchable import resolve
+from tuning.search.space import FIXED_WHILE_SEARCHED, SweepSpace
 from tuning.search.space_keys import plain, refused_keys
 
 
 def effective_values(space: SweepSpace) -> dict[str, Any]:
     """The space's every setting as plain values, in SweepSpace's order. Search entries by their to_dict() (their
     fields without the unset ones where they have none); sections whole, None included (confirm: null is no
-    confirmation); run without the settings the sweep sets itself and a space may not (run.train.epochs); a
-    webhook URL, a secret, by its host alone (read back, it is refused: give it by --notify or MAMBA_TUNE_WEBHOOK)."""
+    confirmation); the run settings as the top-level data, model and train sections, without those the sweep sets
+    itself and a space may not (train.epochs) and without those it searches (a setting both fixed and searched is
+    refused); a webhook URL, a secret, by its host alone (read back, it is refused: give it by --notify or
+    MAMBA_TUNE_WEBHOOK)."""
     values: dict[str, Any] = {}
     for field in dataclasses.fields(space):
         value = getattr(space, field.name)
         if field.name == "search":
             values["search"] = {name: _entry(spec) for name, spec in value.items()}
         elif field.name == "run":
-            values["run"] = _run(value)
+            values.update(_run(value, space.search))
         elif field.name == "notify" and value is not None:  # a secret is never printed: its host alone, which no
             values["notify"] = {"webhook": f"<not shown: a secret, to {value.host}>"}  # sweep takes for a URL
         else:
@@ -57,7 +60,8 @@ def _entry(spec: Any) -> Any:
     return {key: plain(value) for key, value in dataclasses.asdict(spec).items() if value is not None}
 
 
-def _run(run: Any) -> dict[str, Any]:
-    refused = refused_keys()
+def _run(run: Any, search: dict[str, Any]) -> dict[str, Any]:
+    searched = {resolve(key).name for key in search} - set(FIXED_WHILE_SEARCHED)
+    left_out = {*refused_keys(), *searched}
     return {section: {key: value for key, value in plain(getattr(run, section)).items()
-                      if f"run.{section}.{key}" not in refused} for section in SECTIONS}
+                      if f"{section}.{key}" not in left_out} for section in SECTIONS}

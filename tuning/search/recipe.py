@@ -19,11 +19,14 @@ from model.atomic import write_text_atomic
 from model.config import ModelConfig
 from model.data import DataConfig
 from model.train_config import TrainConfig
+from tuning.search.nearest_names import did_you_mean
+from tuning.search.searchable import ALIASES
 from tuning.yaml_io import ConfigError, read_yaml
 
-__all__ = ["ConfigError", "TrainingRecipe", "SECTIONS", "Tuned"]
+__all__ = ["ConfigError", "TrainingRecipe", "SECTIONS", "Tuned", "recipe_setting_names"]
 
 SECTIONS = ("data", "model", "train")
+SECTION_KINDS = {"data": DataConfig, "model": ModelConfig, "train": TrainConfig}
 TUNED = "tuned"  # an optional section: where a sweep's best.yaml came from
 
 
@@ -76,12 +79,14 @@ class TrainingRecipe:
             raise ConfigError(f"{source}: the top level must be a mapping with sections {', '.join(SECTIONS)}")
         unknown = sorted(set(values) - {*SECTIONS, TUNED})
         if unknown:
-            raise ConfigError(f"{source}: unknown section {unknown[0]!r}; allowed: {', '.join(SECTIONS)}")
+            raise ConfigError(f"{source}: unknown key {unknown[0]!r} at the top level, whose sections are "
+                              f"{', '.join(SECTIONS)}; {did_you_mean(unknown[0], recipe_setting_names(), ALIASES)}")
         parts = {}
-        for name, kind in (("data", DataConfig), ("model", ModelConfig), ("train", TrainConfig)):
+        for name, kind in SECTION_KINDS.items():
             section = values.get(name) or {}
             if not isinstance(section, dict):
                 raise ConfigError(f"{source}: section {name!r} must be a mapping of settings")
+            _require_known(name, section, source)
             try:
                 parts[name] = kind.from_dict(section)
             except (TypeError, ValueError) as exc:
@@ -114,3 +119,17 @@ class TrainingRecipe:
         extra = "".join(f"# {note}\n" for note in notes)
         text = f"# mamba-tune run configuration. Run it with:\n#   {command}\n{extra}{body}"
         write_text_atomic(path, text)
+
+
+def recipe_setting_names() -> list[str]:
+    """Every setting of a run configuration by its dotted name: data.window, model.d_model, train.lr, ..."""
+    return [f"{section}.{field.name}" for section, kind in SECTION_KINDS.items() for field in dataclasses.fields(kind)]
+
+
+def _require_known(section: str, values: dict[str, Any], source: str) -> None:
+    """ConfigError naming the first key of `section` its config does not have, and the nearest dotted names."""
+    fields = {field.name for field in dataclasses.fields(SECTION_KINDS[section])}
+    unknown = sorted(str(key) for key in set(values) - fields)
+    if unknown:
+        key = f"{section}.{unknown[0]}"
+        raise ConfigError(f"{source}: unknown key {key}; {did_you_mean(key, recipe_setting_names(), ALIASES)}")

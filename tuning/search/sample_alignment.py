@@ -23,7 +23,6 @@ from tuning.search.searchable import resolve
 
 # The searchable settings that move samples -> the DataConfig setting that aligns them over a sweep.
 MOVES_SAMPLES = {"data.window": "align_window"}
-ALIGNED_BY = "run.data.align_window"  # the one setting the sweep sets from them, as `space keys` names it
 
 
 def moves_samples(name: str) -> bool:

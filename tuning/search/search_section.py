@@ -4,6 +4,8 @@
   data.window:     {low: 32, high: 256, step: 32}          an int range (log: true for a log scale)
   model.d_model:   {choices: [32, 64, 128]}                choices, of any kind the setting takes
 
+Each setting is searched under one name: learning_rate and train.lr both in one section are refused.
+
 A value the recipe refuses in every combination with the other searched values (a d_model of 0, a
 headdim that divides no inner width) is refused here, and the space when no combination at all is
 valid; a sampled combination the model refuses (a headdim that does not divide this trial's inner
@@ -18,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from model.settings import finite_number
+from tuning.search.nearest_names import did_you_mean
 from tuning.search.recipe import TrainingRecipe
 from tuning.search.searchable import Setting, resolve
 from tuning.yaml_io import ConfigError
@@ -70,17 +73,24 @@ def with_searched(run: TrainingRecipe, params: dict[str, Any]) -> TrainingRecipe
     return run
 
 
-def parse_search(values: Any, run: TrainingRecipe, source: str) -> dict[str, Spec]:
-    """The section's entries, each checked against its setting and the recipe; raises ConfigError."""
+def parse_search(values: Any, run: TrainingRecipe, source: str, stored: bool = False) -> dict[str, Spec]:
+    """The section's entries, each checked against its setting and the recipe; raises ConfigError. `stored`: a space
+    a sweep keeps (tuning/search/space.py: parse_space), where one setting under two names, which earlier versions
+    accepted, is read as it was run."""
     if not isinstance(values, dict) or not values:
         raise ConfigError(f"{source}: search must be a mapping of at least one setting to its range or choices, "
                           "e.g. {learning_rate: {low: 1e-5, high: 1e-3, log: true}}")
-    parsed = {}
+    parsed: dict[str, Spec] = {}
+    entries: dict[str, str] = {}  # {train.lr: learning_rate}: each setting searched once, under one name
     for key, spec in values.items():
         try:
             setting = resolve(key)
         except ValueError as exc:
             raise ConfigError(f"{source}: search: {exc}") from None
+        if setting.name in entries and not stored:
+            raise ConfigError(f"{source}: search gives {setting.name} twice, as {entries[setting.name]} and {key} "
+                              "(one setting, two Optuna dimensions); keep one")
+        entries[setting.name] = key
         parsed[key] = _spec(setting, spec, source, f"search.{key}")
     _require_valid_combinations(parsed, run, source)
     return parsed
@@ -120,7 +130,7 @@ def _require_valid_combinations(search: dict[str, Spec], run: TrainingRecipe, so
     if first_error and not any(accepted):
         combination, exc = first_error
         raise ConfigError(f"{source}: search: no combination of the searched values is valid, e.g. "
-                          f"{_named(keys, combination)}: {exc}; change the ranges or run's fixed settings")
+                          f"{_named(keys, combination)}: {exc}; change the ranges or the fixed settings")
     for key, seen in zip(keys, accepted, strict=True):
         spec = search[key]
         ends = spec.choices if isinstance(spec, Choice) else (spec.low, spec.high)
@@ -188,6 +198,9 @@ def _of_kind(value: Any, kind: type) -> bool:
 
 
 def _only(spec: dict[str, Any], allowed: tuple[str, ...], source: str, where: str) -> None:
-    unknown = sorted(set(spec) - set(allowed))
+    unknown = sorted(str(key) for key in set(spec) - set(allowed))
     if unknown:
-        raise ConfigError(f"{source}: unknown key {unknown[0]!r} in {where}; allowed: {', '.join(allowed)}")
+        takes = f"{where} takes {' and '.join(allowed)}" if len(allowed) < 3 else \
+            f"a range takes {', '.join(allowed[:-1])} and {allowed[-1]}; choices take choices alone"
+        near = did_you_mean(f"{where}.{unknown[0]}", [f"{where}.{key}" for key in allowed], listed_by=takes)
+        raise ConfigError(f"{source}: unknown key {unknown[0]!r} in {where}; {near}")

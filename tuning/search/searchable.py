@@ -4,7 +4,7 @@ A searched setting is named by its dotted name in the training recipe (`model.d_
 `train.warmup_fraction`) or by one of the short names of the first spaces (learning_rate, weight_decay,
 batch_size: train.lr, train.weight_decay, train.batch_size). Every int, float, bool or str field of the
 recipe's data, model and train sections may be searched, except:
-  set by the sweep      train.epochs (scheduler.max_epochs), train.seed (run.train.seed, confirm.seeds),
+  set by the sweep      train.epochs (scheduler.max_epochs), train.seed (its fixed value, confirm.seeds),
                         train.device and train.threads (resources), data.fold (confirm.folds),
                         data.align_window (the longest data.window searched: tuning/search/sample_alignment.py),
                         model.n_features, model.n_targets and model.residual (from the data)
@@ -18,21 +18,25 @@ from __future__ import annotations
 import dataclasses
 import typing
 from dataclasses import dataclass
+from typing import Any
 
 from model.config import ModelConfig
 from model.data import DataConfig
 from model.train_config import TrainConfig
+from tuning.search.nearest_names import did_you_mean
 
 ALIASES = {"learning_rate": "train.lr", "weight_decay": "train.weight_decay", "batch_size": "train.batch_size"}
 SECTIONS = {"data": DataConfig, "model": ModelConfig, "train": TrainConfig}
+RUN_SECTIONS = tuple(SECTIONS)  # a run configuration's sections
+OLDER_RUN = "run"  # a space's older spelling of the run sections: run.model.d_model is model.d_model
 NOT_SEARCHABLE = {
     "train.epochs": "the epoch budget is scheduler.max_epochs",
-    "train.seed": "the seed is run.train.seed, and confirm.seeds retrains finalists on others",
+    "train.seed": "the seed is train.seed, and confirm.seeds retrains finalists on others",
     "train.device": "the device follows resources.gpus_per_trial",
     "train.threads": "the threads follow resources.cpus_per_worker",
     "data.fold": "walk-forward folds are confirm.folds",
     "data.align_window": "the sweep sets it to the longest data.window it searches (tuning/search/sample_alignment.py)",
-    "data.columns": "the file's columns are run.data.columns (or --column)",
+    "data.columns": "the file's columns are data.columns (or --column)",
     "model.n_features": "it is set from the data",
     "model.n_targets": "it is set from the data",
     "model.residual": "it is set from the data (data.residual_to)",
@@ -56,14 +60,34 @@ class Setting:
 
 
 def resolve(key: str) -> Setting:
-    """The setting a search key names (a short name or a dotted one); ValueError naming the allowed ones."""
-    name = ALIASES.get(key, key)
+    """The setting a search key names (a short name or a dotted one); ValueError naming the nearest ones."""
+    name = ALIASES.get(key, key)  # not run.*: a search entry has the setting's name or its short name
     if name in NOT_SEARCHABLE:
         raise ValueError(f"{key} cannot be searched: {NOT_SEARCHABLE[name]}")
     settings = searchable_settings()
     if name not in settings:
-        raise ValueError(f"unknown search key {key!r}; allowed: {', '.join([*ALIASES, *settings])}")
+        raise ValueError(f"unknown search key {key!r}; {did_you_mean(name, [*settings, *ALIASES], ALIASES)}")
     return settings[name]
+
+
+def setting_name(key: str) -> str:
+    """A setting's one dotted name for any name of it: learning_rate -> train.lr, run.model.d_model ->
+    model.d_model (a space's older spelling), model.d_model -> itself; spaces around its names dropped."""
+    names = [name.strip() for name in key.split(".")]
+    if len(names) > 2 and names[0] == OLDER_RUN and names[1] in RUN_SECTIONS:
+        names = names[1:]
+    return ALIASES.get(".".join(names)) or ".".join(names)
+
+
+def names_of(name: str) -> tuple[str, ...]:
+    """Every name a setting goes by: train.batch_size -> (train.batch_size, batch_size); model.d_model -> itself."""
+    name = setting_name(name)
+    return (name, *(short for short, full in ALIASES.items() if full == name))
+
+
+def value_of_setting(params: dict[str, Any], name: str, default: Any = None) -> Any:
+    """The value of setting `name` among a trial's params under any of its names (learning_rate or train.lr)."""
+    return next((params[key] for key in names_of(name) if key in params), default)
 
 
 def is_search_key(key: str) -> bool:

@@ -1,5 +1,7 @@
 """Every key a search-space YAML accepts, generated from the dataclasses that read them (never written by hand).
 
+Each key is listed by its one dotted name (model.d_model, train.lr: a space's `run:` is the older spelling of the
+data, model and train sections), with the short name of a setting that has one beside it (train.lr: learning_rate).
 For each key: its type (the field's annotation), its default (what a space that omits it gets), its bounds (where
 the dataclass's module keeps a BOUNDS table of Intervals, as model/train_config.py does), the name under `search:`
 that searches it (where tuning/search/space.py can search it), whether searching it moves samples (so the sweep
@@ -22,13 +24,16 @@ from tuning.search.field_comments import field_comments
 from tuning.search.overrides import with_sets
 from tuning.search.recipe import SECTIONS, TrainingRecipe
 from tuning.search.sample_alignment import moves_samples
-from tuning.search.searchable import ALIASES, searchable_settings
+from tuning.search.searchable import ALIASES, searchable_settings, setting_name
 from tuning.search.space import SweepSpace, parse_space
 from tuning.yaml_io import ConfigError
 
 PROBE_NAME = "FILE"  # the file a probing space is read as: a default equal to it is the file's own name
 # The smallest space the parser takes: what it fills in around it are the defaults of the keys without one.
 MINIMAL_SPACE = {"search": {"learning_rate": {"low": 1e-5, "high": 1e-3, "log": True}}}
+# The same for probing whether a space may fix train.lr, which MINIMAL_SPACE searches (a setting both searched and
+# fixed is refused for that reason alone)
+OTHER_MINIMAL_SPACE = {"search": {"weight_decay": {"low": 1e-6, "high": 1e-1, "log": True}}}
 SEARCH_ENTRY = "search.<name>"  # how the listing writes a search entry's key
 REQUIRED = "(required)"  # the default of a key a space must give
 FILE_NAME = "(the file's name)"  # the default of `name`: the space file's name without .yaml
@@ -36,7 +41,7 @@ FILE_NAME = "(the file's name)"  # the default of `name`: the space file's name 
 
 @dataclass(frozen=True)
 class SpaceKey:
-    key: str  # the dotted name as a space writes it, e.g. run.train.lr
+    key: str  # the dotted name as a space writes it, e.g. train.lr
     type: str  # the field's annotation as its dataclass writes it, e.g. "int | None"
     default: str  # what a space that omits the key gets, as YAML writes it; "(required)" where nothing is
     bounds: str  # the rule a number must meet where a BOUNDS table gives one, e.g. "in (0, 1)"; "" where none
@@ -44,18 +49,23 @@ class SpaceKey:
     meaning: str  # the field's own comment in its dataclass; "" where it has none (a test fails on that)
     owner: str  # the dataclass the key is a field of, e.g. model.train_config.TrainConfig
     moves_samples: bool = False  # searching it changes which bars a trial's samples are (the sweep aligns them)
+    alias: str = ""  # the short name of the same setting, e.g. learning_rate for train.lr; "" where none
 
     @property
     def section(self) -> str:
-        """The part of the space the key belongs to: "top level", "search", "scheduler", ..., "run.train"."""
+        """The part of the space the key belongs to: "top level", "search", "scheduler", ..., "train"."""
         parts = self.key.split(".")
-        if len(parts) == 1:
-            return "top level"
-        return ".".join(parts[:2]) if parts[0] == "run" else parts[0]
+        return "top level" if len(parts) == 1 else parts[0]
+
+    @property
+    def named(self) -> str:
+        """The key with its short name beside it, as the listing shows it: "train.lr (learning_rate)"."""
+        return f"{self.key} ({self.alias})" if self.alias else self.key
 
 
 def space_keys() -> tuple[SpaceKey, ...]:
-    """Every key a space accepts: the top level, search entries, the sections in SweepSpace's order, run.* last."""
+    """Every key a space accepts: the top level, search entries, the sections in SweepSpace's order, then the run
+    settings (data.*, model.*, train.*)."""
     top = parse_space(MINIMAL_SPACE, f"{PROBE_NAME}.yaml")
     hints = typing.get_type_hints(SweepSpace)
     comments = field_comments(SweepSpace)
@@ -81,34 +91,41 @@ def space_keys() -> tuple[SpaceKey, ...]:
                                       _name(SweepSpace)))
     keys = top_level + search + sections
     for section in SECTIONS:
-        keys += section_keys(f"run.{section}", typing.get_type_hints(TrainingRecipe)[section], searchers, refused)
+        keys += section_keys(section, typing.get_type_hints(TrainingRecipe)[section], searchers, refused)
     return tuple(keys)
 
 
 def search_names() -> dict[str, tuple[str, ...]]:
-    """{run.<section>.<field>: the names under `search:` that search it}: its short name where it has one
-    (learning_rate -> run.train.lr), then its dotted name (tuning/search/searchable.py)."""
+    """{<section>.<field>: the names under `search:` that search it}: its short name where it has one
+    (learning_rate -> train.lr), then its dotted name (tuning/search/searchable.py)."""
     found: dict[str, list[str]] = {}
     for alias, name in ALIASES.items():
-        found.setdefault(f"run.{name}", []).append(alias)
+        found.setdefault(name, []).append(alias)
     for name in searchable_settings():
-        found.setdefault(f"run.{name}", []).append(name)
+        found.setdefault(name, []).append(name)
     return {key: tuple(value) for key, value in found.items()}
 
 
 def refused_keys() -> dict[str, str]:
-    """{run.* key: why} for the run settings a space may not set, the sweep setting them itself (run.train.epochs,
+    """{run setting: why} for the run settings a space may not set, the sweep setting them itself (train.epochs,
     from scheduler.max_epochs): each is set at its default on the smallest space, and the parser's refusal kept."""
     refused = {}
     for section in SECTIONS:
         kind = typing.get_type_hints(TrainingRecipe)[section]
         for field in dataclasses.fields(kind):
-            names = ("run", section, field.name)
+            names = (section, field.name)
             try:
-                parse_space(with_sets(MINIMAL_SPACE, [(names, plain(_default_of(field)))]), "space")
+                parse_space(with_sets(probe_space(".".join(names)), [(names, plain(_default_of(field)))]), "space")
             except ConfigError as exc:
                 refused[".".join(names)] = str(exc).removeprefix("space: ")
     return refused
+
+
+def probe_space(key: str) -> dict[str, Any]:
+    """The smallest space on which the key `key` may be set: MINIMAL_SPACE, or another one for the setting
+    MINIMAL_SPACE searches (train.lr), which a space may not both search and fix."""
+    searched = {setting_name(name) for name in MINIMAL_SPACE["search"]}
+    return OTHER_MINIMAL_SPACE if setting_name(key) in searched else MINIMAL_SPACE
 
 
 def yaml_text(value: Any) -> str:
@@ -152,7 +169,8 @@ def section_keys(prefix: str, kind: type, searchers: dict[str, tuple[str, ...]] 
         shown = REQUIRED if default is dataclasses.MISSING else yaml_text(default)
         rule = str(bounds[field.name]) if field.name in bounds else ""
         keys.append(SpaceKey(key, str(field.type), shown, rule, ", ".join(searchers.get(key, ())),
-                             comments[field.name], _name(kind), key in searchers and moves_samples(key[len("run."):])))
+                             comments[field.name], _name(kind), key in searchers and moves_samples(key),
+                             ", ".join(alias for alias, name in ALIASES.items() if name == key)))
     return keys
 
 

@@ -14,7 +14,7 @@ MOVES_SAMPLES = "(moves samples)"  # after the search name of a setting whose va
 
 def keys_table(keys: tuple[SpaceKey, ...]) -> str:
     """One aligned row per key under a header; the meaning last, unwrapped."""
-    rows = [COLUMNS, *((k.key, k.type, k.default, k.bounds, _searchable(k.searchable, k), k.meaning) for k in keys)]
+    rows = [COLUMNS, *((k.named, k.type, k.default, k.bounds, _searchable(k.searchable, k), k.meaning) for k in keys)]
     widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS) - 1)]
     return "".join("  ".join([*(cell.ljust(w) for cell, w in zip(row, widths, strict=False)), row[-1]]).rstrip()
                    + "\n" for row in rows)
@@ -30,16 +30,24 @@ def keys_markdown(keys: tuple[SpaceKey, ...], refused: dict[str, str]) -> str:
              "it, where one can. `mamba-tune space keys` prints the same; `mamba-tune space show SPACE` prints a "
              "space with every default filled in. A key's meaning is its field's comment in the dataclass named "
              "above its table.", "",
+             "Each setting has one dotted name, the same in a space, its `search:` and `initial` entries, `--set` of "
+             "`sweep`, `train` and `model`, best.yaml and a trial's MLflow params: `model.d_model`, `train.lr`, "
+             "`data.window`, `scheduler.max_epochs`. A space writes its fixed run settings in its top-level `data`, "
+             "`model` and `train` sections; `run:` (`run.model.d_model`) is their older spelling, still read, and a "
+             "setting given in both is refused. A short name (`learning_rate`) is shown beside the setting it names "
+             "(`train.lr (learning_rate)`) and is that setting wherever it is used; one setting given or searched "
+             "under two names, or both fixed and searched, is refused (but `data.window`, whose fixed value is the "
+             "shared Dataset's window).", "",
              f"A searchable setting marked {MOVES_SAMPLES} changes which bars a trial's samples are (a longer "
              "`data.window` starts every segment's first sample later). A sweep that searches one scores every trial "
              "and confirmation run on the same samples, those of its longest value, with the same scaling and HAR: "
-             "it sets `run.data.align_window` (tuning/search/sample_alignment.py), so their losses compare.", ""]
+             "it sets `data.align_window` (tuning/search/sample_alignment.py), so their losses compare.", ""]
     for section, group in groupby(keys, key=lambda k: k.section):
         rows = list(group)
         owners = sorted({owner for k in rows for owner in k.owner.split(", ")})
         lines += [f"## {section}", "", f"Read by {', '.join(f'`{o}`' for o in owners)}.", "",
                   "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-        lines += ["| " + " | ".join(_cell(c) for c in (f"`{k.key}`", k.type, _code(k.default), k.bounds,
+        lines += ["| " + " | ".join(_cell(c) for c in (_named(k), k.type, _code(k.default), k.bounds,
                                                           _searchable(_code(k.searchable), k), k.meaning))
                   + " |" for k in rows]
         lines.append("")
@@ -48,6 +56,11 @@ def keys_markdown(keys: tuple[SpaceKey, ...], refused: dict[str, str]) -> str:
         lines += [f"- `{key}`: {_cell(why)}" for key, why in refused.items()]
         lines.append("")
     return "\n".join(lines)
+
+
+def _named(key: SpaceKey) -> str:
+    """The key as code, its short name beside it: `train.lr` (`learning_rate`)."""
+    return f"`{key.key}` (`{key.alias}`)" if key.alias else f"`{key.key}`"
 
 
 def _searchable(text: str, key: SpaceKey) -> str:

@@ -37,7 +37,7 @@ class SweepSummary:
 def summarise(folder: Path) -> SweepSummary:
     """The sweep in `folder` (which holds its sweep.json) as `list` shows it."""
     manifest = SweepManifest.from_dict(json.loads((folder / MANIFEST).read_text()))
-    space = parse_space(manifest.space, str(folder / MANIFEST))
+    space = parse_space(manifest.space, str(folder / MANIFEST), stored=True)
     records = list(Ledger(folder / LEDGER).records.values())
     searched = sum(r.stage == SEARCH for r in records)
     pending = pending_runs(records, space.confirm, space.run.train.seed) if space.confirm is not None else []

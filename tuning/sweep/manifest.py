@@ -140,7 +140,8 @@ def read_manifest(paths: SweepPaths) -> SweepManifest:
     """The sweep's manifest; with a URI storage and no folder here, the records are fetched from the storage first
     (tuning/sweep/record_copies.py: the head that ran it may be gone)."""
     fetch_records(paths)
-    if not (paths.folder / MANIFEST).exists():
-        raise UsageError(f"no sweep named {paths.name!r} in {paths.folder.parent}; list them with "
-                         f"`ls {paths.folder.parent}` or pass the --storage it was started with")
+    if not (paths.folder / MANIFEST).exists():  # the commands refuse a local storage's first (listing.no_sweep_named)
+        where = paths.ray_storage if is_uri(paths.ray_storage) else paths.folder.parent
+        raise UsageError(f"no sweep named {paths.name!r} in {where}; list them with "
+                         f"`mamba-tune list --storage {where}` or pass the --storage it was started with")
     return SweepManifest.from_dict(json.loads((paths.folder / MANIFEST).read_text()))

@@ -26,9 +26,11 @@ from tuning.errors import UsageError
 from tuning.search.largest import largest_run
 from tuning.search.recipe import TrainingRecipe
 from tuning.search.resources import ResourceError, TrialPlan
+from tuning.search.searchable import names_of, value_of_setting
 from tuning.search.space import Choice, SweepSpace
 from tuning.tracking.store import first_line
 
+BATCH_SIZE = "train.batch_size"  # the setting the probe measures, by whichever name a space searches it
 MAX_PER_GPU = 8  # trials packed on one GPU at most: beyond that, its compute, not its memory, is the limit
 
 
@@ -67,7 +69,7 @@ class ProbeResult:
 
 def candidate_batch_sizes(space: SweepSpace) -> tuple[int, ...]:
     """The batch sizes trials may use: the searched choices, else the run's one."""
-    spec = space.search.get("batch_size")
+    spec = value_of_setting(space.search, BATCH_SIZE)  # by either of its names
     return tuple(sorted(spec.choices)) if isinstance(spec, Choice) else (space.run.train.batch_size,)
 
 
@@ -114,7 +116,7 @@ def measure(run: dict[str, Any], dataset: Any, batch_sizes: tuple[int, ...], wor
     if budget_bytes is None:
         if device.type != "cuda":
             raise MemoryProbeError(f"the trial worker holds {gpus_per_worker:g} GPU but its training runs on "
-                                   f"{device.type} (run.train.device {config.train.device!r}, CUDA available: "
+                                   f"{device.type} (train.device {config.train.device!r}, CUDA available: "
                                    f"{torch.cuda.is_available()})")
         budget_bytes, source = gpu_budget(total, gpus_per_worker), "GPU share"
     train = dataclasses.replace(config.train, device=device.type)
@@ -165,7 +167,7 @@ def pack_trials(values: dict[str, Any], result: ProbeResult) -> dict[str, Any]:
     """For gpus_per_trial auto: the space's values with the packing the probe found (each worker 1/per_gpu GPU)."""
     if result.per_gpu is None:
         raise ResourceError("resources.gpus_per_trial auto needs the memory probe on a GPU, and it ran on "
-                            f"{result.device}; set run.train.device to cuda or auto, or give gpus_per_trial a number")
+                            f"{result.device}; set train.device to cuda or auto, or give gpus_per_trial a number")
     resources = values["resources"]
     share = resources.get("workers", 1) / result.per_gpu
     return {**values, "resources": {**resources, "gpus_per_trial": share}}
@@ -187,7 +189,9 @@ def restrict_space(values: dict[str, Any], result: ProbeResult) -> dict[str, Any
     if not result.removed:
         return values
     search = dict(values["search"])
-    if "batch_size" in search:
-        search["batch_size"] = {"choices": list(result.kept)}
-    initial = [p for p in values.get("initial") or [] if p.get("batch_size") not in result.removed]
+    names = names_of(BATCH_SIZE)  # the setting's names, in search and in initial points
+    for key in names:
+        if key in search:
+            search[key] = {"choices": list(result.kept)}
+    initial = [p for p in values.get("initial") or [] if not any(p.get(key) in result.removed for key in names)]
     return {**values, "search": search, "initial": initial}

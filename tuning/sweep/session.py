@@ -155,7 +155,7 @@ def load_for_resume(paths: SweepPaths, manifest: SweepManifest) -> tuple[SweepPa
                          "postgresql://HOST/DB")
     if earlier:
         follow_move(paths)
-    space = parse_space(manifest.space, str(paths.folder / MANIFEST))
+    space = parse_space(manifest.space, str(paths.folder / MANIFEST), stored=True)
     return paths, space, resumed_data(paths.name, manifest, space.run.data)  # refused when its samples changed
 
 

@@ -17,6 +17,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from tuning.search.ledger import TrialRecord  # noqa: E402
+from tuning.search.searchable import value_of_setting  # noqa: E402
 
 REASON_COLOURS = {"completed": "tab:green", "asha": "tab:orange", "gate": "tab:red", "nan": "tab:purple",
                   "error": "tab:gray", "invalid": "tab:olive"}
@@ -52,8 +53,9 @@ def loss_by_hyperparameter(records: Sequence[TrialRecord], path: Path, title: st
     """Each trial's best val_loss against each searched hyperparameter, coloured by why it ended."""
     fig, axes = plt.subplots(1, len(HYPERPARAMETERS), figsize=(12, 4), sharey=True)
     for ax, (name, log_x) in zip(axes, HYPERPARAMETERS, strict=True):
-        points = [(r.params[name], r.best_val_loss, r.stop_reason) for r in records
-                  if name in r.params and math.isfinite(r.best_val_loss) and r.best_val_loss > 0]
+        points = [(value_of_setting(r.params, name), r.best_val_loss, r.stop_reason) for r in records
+                  if value_of_setting(r.params, name) is not None and math.isfinite(r.best_val_loss)
+                  and r.best_val_loss > 0]  # by either of its names: learning_rate or train.lr
         for x, y, reason in points:
             ax.scatter(x, y, c=REASON_COLOURS.get(reason, "k"), s=28)
         if log_x and points:

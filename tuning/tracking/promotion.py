@@ -159,7 +159,7 @@ def promote(store: TrackingStore, name: str, bars: Bars, experiment: str = DEFAU
     with mlflow_settings(store.uri):
         for v in (challenger, champion):
             if v is not None:
-                predicted = mlflow.pyfunc.load_model(f"models:/{name}/{v.version}").predict(frame)
+                predicted = _predict(mlflow.pyfunc.load_model(f"models:/{name}/{v.version}"), frame, bars, name, v)
                 forecasts[v.alias] = (predicted["timestamp"].to_numpy().astype("datetime64[ns]").view(np.int64),
                                       predicted["prediction"].to_numpy(np.float64))
     try:
@@ -181,6 +181,20 @@ def promote(store: TrackingStore, name: str, bars: Bars, experiment: str = DEFAU
         raise
     client.set_terminated(run_id, "FINISHED")  # (4)
     return Verdict(challenger, champion, comparison, promoted, run_id, tests, alpha)
+
+
+def _predict(model: Any, frame: Any, bars: Bars, name: str, version: Contender) -> Any:
+    """The version's forecasts of the bars; bars it refuses (e.g. without the volume it was trained on) are one
+    UsageError naming the version."""
+    from mlflow.exceptions import MlflowException
+
+    try:
+        return model.predict(frame)
+    except MlflowException as exc:
+        if exc.error_code != "INVALID_PARAMETER_VALUE":
+            raise
+        raise UsageError(f"--data {bars.path}: {name}@{version.alias} (version {version.version}) cannot score these "
+                         f"bars: {exc.message.splitlines()[0]}") from None
 
 
 def _record(store: TrackingStore, client: Any, name: str, experiment: str, bars: Bars, challenger: Contender,

@@ -8,12 +8,16 @@ neither mamba-tune nor this repository, only the packages in the model's require
     import mlflow, pandas as pd
     mlflow.set_tracking_uri(...)  # the store it was registered in
     forecaster = mlflow.pyfunc.load_model("models:/mamba-forecaster/3")
-    bars = pd.read_parquet("bars.parquet")  # timestamp, open, high, low, close, volume; window+1 rows or more
+    bars = pd.read_parquet("bars.parquet")  # timestamp, open, high, low, close[, volume]; window+1 rows or more
     forecaster.predict(bars)  # -> DataFrame: timestamp (UTC), prediction
 
-The signature names the six columns (MLflow refuses a frame without one of them) and leaves
+The signature names the six columns, volume optional (MLflow refuses a frame without one of the others), and leaves
 their types to this file, which takes a DataFrame as `read_bars` takes a file: any timestamp
 type it accepts (timezone-aware or not), integer or float prices and volume.
+
+The features are those the checkpoint records it was trained on (model/checkpoint.py's trained_features): a model
+trained on bars with volume refuses bars without it, naming the column; one trained without volume ignores a volume
+column (it is neither read nor validated).
 
 This file imports only `model` (shipped with it), never `tuning`.
 """
@@ -30,9 +34,9 @@ from mlflow.exceptions import MlflowException
 from model.bar_times import UTC
 from model.bars import FIELDS, DataError, bars_from_table
 from model.baselines import har_forecast, past_quantities
-from model.checkpoint import load_checkpoint
+from model.checkpoint import load_checkpoint, trained_features
 from model.config import ModelConfig
-from model.features import bar_features
+from model.features import VOLUME_FEATURES, bar_features, feature_names
 from model.forecaster import Forecaster
 
 SOURCE = "model_input"  # what error messages call the bars they were given
@@ -58,6 +62,12 @@ class BarsForecaster(mlflow.pyfunc.PythonModel):
         self.leverage_lookbacks = tuple(data.get("leverage_lookbacks", ()))  # (nor these, which came later)
         self.har = data["har"] if data.get("residual_to") == "har" else None  # lookbacks and scaled coefficients
         self.clock = data.get("timezone", UTC)  # the training bars' clock, which time-of-day features read
+        self.features = trained_features(checkpoint)  # the inputs' names, in order
+        self.volume = any(name in VOLUME_FEATURES for name in self.features)  # whether it reads the bars' volume
+        if feature_names(self.vol_lookbacks, self.har is not None, self.leverage_lookbacks,
+                         volume=self.volume) != self.features:
+            raise MlflowException(f"the checkpoint's features ({', '.join(self.features)}) are not those its data "
+                                  "settings give; register a checkpoint trained by this version of mamba-tune")
         self.feature_mean = np.asarray(scaler["feature_mean"], dtype=np.float32)  # (n_features,)
         self.feature_std = np.asarray(scaler["feature_std"], dtype=np.float32)  # (n_features,)
         self.target_mean, self.target_std = float(scaler["target_mean"]), float(scaler["target_std"])
@@ -70,9 +80,9 @@ class BarsForecaster(mlflow.pyfunc.PythonModel):
         previous bar and is never an input); prediction is in the target's own units
         (return: a log return; volatility: a log volatility; close: a price).
         """
-        bars = dataclasses.replace(_bars(model_input, self.window), timezone=self.clock)  # the same instants
+        bars = dataclasses.replace(_bars(model_input, self.window, self.volume), timezone=self.clock)  # same instants
         features = bar_features(bars, self.vol_lookbacks, self.har is not None,
-                                self.leverage_lookbacks)  # (n_bars, n_features) unscaled
+                                self.leverage_lookbacks)  # (n_bars, n_features) unscaled, self.features' order
         features -= self.feature_mean
         features /= self.feature_std
         if self.har is not None:  # the HAR forecast the model corrects, in scaled target units as in training
@@ -97,18 +107,27 @@ def _forecaster(checkpoint: dict) -> Forecaster:
     return model.eval()
 
 
-def _bars(frame: pd.DataFrame, window: int):
-    """The DataFrame's bars, validated like a Parquet file's; an MlflowException (one line) if unusable."""
+def _bars(frame: pd.DataFrame, window: int, volume: bool):
+    """The DataFrame's bars, validated like a Parquet file's; an MlflowException (one line) if unusable.
+
+    volume: whether the model reads volume; if not, a volume column is dropped unread (the bars have none)."""
+    needed = FIELDS if volume else tuple(f for f in FIELDS if f != "volume")
     if not isinstance(frame, pd.DataFrame):
         raise MlflowException.invalid_parameter_value(
-            f"{SOURCE}: got {type(frame).__name__}, bars must be a pandas DataFrame with columns {', '.join(FIELDS)}; "
+            f"{SOURCE}: got {type(frame).__name__}, bars must be a pandas DataFrame with columns {', '.join(needed)}; "
             "pass a DataFrame")
     have = {str(name).lower() for name in frame.columns}
-    missing = [field for field in FIELDS if field not in have]
+    missing = [field for field in needed if field not in have]
+    if missing == ["volume"]:
+        raise MlflowException.invalid_parameter_value(
+            f"{SOURCE}: column volume missing, this model was trained on bars with volume (volume_change is one of "
+            "its inputs); pass the bars with their volume column, or score them with a model trained without volume")
     if missing:
         raise MlflowException.invalid_parameter_value(
-            f"{SOURCE}: column(s) {', '.join(missing)} missing, bars need {', '.join(FIELDS)}; "
+            f"{SOURCE}: column(s) {', '.join(missing)} missing, bars need {', '.join(needed)}; "
             "add or rename the columns")
+    if not volume:  # the model reads no volume: the bars' is neither read nor validated
+        frame = frame.drop(columns=[name for name in frame.columns if str(name).lower() == "volume"])
     if len(frame) < window + 1:
         raise MlflowException.invalid_parameter_value(
             f"{SOURCE}: {len(frame)} bars are too few, the model reads windows of {window} bars after a first bar "

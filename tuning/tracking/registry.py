@@ -37,7 +37,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 import model
-from model.bars import FIELDS, Bars, bars_from_table, read_bars
+from model.bars import FIELDS, OPTIONAL_FIELDS, Bars, bars_from_table, read_bars
 from model.bars_location import is_remote, location_text, open_object
 from model.train import FitResult
 from tuning.errors import UsageError
@@ -191,18 +191,20 @@ def input_example(data_path: str | Path, config: TrainingRecipe) -> pd.DataFrame
 
 def bars_frame(bars: Bars) -> pd.DataFrame:
     """Validated bars as the DataFrame the model predicts on: timestamp (UTC, timezone-naive: MLflow's datetime
-    type has no timezone), prices and volume as float64."""
-    return pd.DataFrame({"timestamp": pd.to_datetime(bars.timestamp), "open": bars.open,
-                         "high": bars.high, "low": bars.low, "close": bars.close, "volume": bars.volume})
+    type has no timezone), prices and volume as float64; no volume column for bars without volume."""
+    return pd.DataFrame({"timestamp": pd.to_datetime(bars.timestamp), "open": bars.open, "high": bars.high,
+                         "low": bars.low, "close": bars.close, **({"volume": bars.volume} if bars.has_volume else {})})
 
 
 def signature():
-    """The six bar columns, required, of any type: MLflow's inferred types would refuse the bars `pd.read_parquet`
+    """The six bar columns of any type, each required but volume (a model trained without volume reads none; one
+    trained with it refuses bars without it): MLflow's inferred types would refuse the bars `pd.read_parquet`
     gives (a timezone-aware timestamp, int64 volume); the model validates them as `read_bars` validates a file."""
     from mlflow.models import ModelSignature
     from mlflow.types.schema import AnyType, ColSpec, Schema
 
-    return ModelSignature(inputs=Schema([ColSpec(AnyType(), field) for field in FIELDS]),
+    return ModelSignature(inputs=Schema([ColSpec(AnyType(), field, required=field not in OPTIONAL_FIELDS)
+                                         for field in FIELDS]),
                           outputs=Schema([ColSpec("datetime", "timestamp"), ColSpec("double", "prediction")]))
 
 

@@ -204,20 +204,22 @@ class TrialEnd:
 
 
 def open_trial(t: SweepTracking, trial_id: str, params: dict[str, Any]) -> None:
-    """The trial's nested run: its parameters and the fixed settings of its training."""
+    """The trial's nested run: its parameters and the fixed settings of its training, each param under the setting's
+    one dotted name (train.lr, also where the space searches it as learning_rate), so the UI shows one name."""
     run = with_params(t.space.run, params)
     chosen = {resolve(key).name for key in searched(params)}  # e.g. train.lr for learning_rate
     fixed = {f"{section}.{k}": v for section, values in run.to_dict().items() for k, v in values.items()
              if f"{section}.{k}" not in chosen}
     stage = "confirm" if "finalist" in params else "search"  # a confirmation run (tuning/search/finalists.py)
     other = other_params_text(params)
-    name = (f"{trial_id} lr {params.get('learning_rate', 0):.2e} wd {params.get('weight_decay', 0):.1e} "
-            f"bs {params.get('batch_size', '-')}") + (f" {other}" if other else "") + \
+    by_name = {resolve(key).name: value for key, value in searched(params).items()}  # train.lr, not learning_rate
+    name = (f"{trial_id} lr {by_name.get('train.lr', 0):.2e} wd {by_name.get('train.weight_decay', 0):.1e} "
+            f"bs {by_name.get('train.batch_size', '-')}") + (f" {other}" if other else "") + \
         (f" confirm seed {run.train.seed} fold {run.data.fold}" if stage == "confirm" else "")
     tags = {"trial_id": trial_id, "mamba_tune.role": "trial", "mamba_tune.stage": stage,
             "mamba_tune.seed": run.train.seed, "mamba_tune.fold": run.data.fold,
             **({"mamba_tune.finalist": params["finalist"]} if stage == "confirm" else {})}
-    t.log.start_run(trial_id, name, parent=SWEEP_KEY, tags=tags, params={**searched(params), **fixed})
+    t.log.start_run(trial_id, name, parent=SWEEP_KEY, tags=tags, params={**by_name, **fixed})
     if t.bars is not None:
         t.log.log_input(trial_id, t.bars)
     t.open_trials.add(trial_id)

@@ -53,21 +53,21 @@ def test_cli_data_check_summarises_a_file(tmp_path):
     assert "time zone     UTC (time-of-day features read this clock)\n" in done.stdout
     assert "bar interval  5m (median)\n" in done.stdout
     assert "gaps          2 longer than 1.5 intervals" in done.stdout  # two overnight breaks in 250 bars
-    assert f"enough for    {tmp_path / 'short.yaml'}: window 8, horizon 2, val_fraction 0.3" in done.stdout
+    assert f"settings      enough for {tmp_path / 'short.yaml'}: data.window 8, data.horizon 2, data.val_fraction 0.3" in done.stdout
 
 
 def test_cli_data_check_refuses_too_few_bars_for_the_settings_naming_the_count_needed(tmp_path):
     out = tmp_path / "bars.parquet"
     run_cli("data", "synth", "--out", out, "--bars", "12")
     assert_one_line_error(run_cli("data", "check", out), f"{out}: 12 bars are too few, window 128 + horizon 12 + at "
-                          "least 32 samples in the validation and test segments need 1705 bars")
+                          "least 32 samples in the validation and test segments need 1,705 bars")
     run_cli("data", "synth", "--out", out, "--bars", "1500", "--force")
     space = write_space(tmp_path, confirm={"top_k": 1, "folds": 5})  # window 16: enough bars, too many folds
     assert_one_line_error(run_cli("data", "check", out, "--space", space),
                           f"{out}: walk-forward fold 5 (confirm.folds) would start before the first bar")
     done = run_cli("data", "check", out, "--space", write_space(tmp_path, confirm={"top_k": 1, "folds": 2}))
-    assert done.returncode == 0 and ": window 16, horizon 4, val_fraction 0.2, test_fraction 0.1, 2 walk-forward " \
-        "folds" in done.stdout, done.stdout + done.stderr
+    assert done.returncode == 0 and ": data.window 16, data.horizon 4, data.val_fraction 0.2, data.test_fraction 0.1, " \
+        "confirm.folds 2" in done.stdout, done.stdout + done.stderr
     assert_one_line_error(run_cli("data", "check", out, "--config", space, "--space", space),
                           "argument --space: not allowed with argument --config")
 

@@ -17,7 +17,7 @@ def test_cli_model_summarises_the_default_forecaster():
 
 
 def test_cli_model_applies_overrides():
-    done = run_cli("model", "--set", "d_model=64", "--set", "n_layers=2")
+    done = run_cli("model", "--set", "model.d_model=64", "--set", "model.n_layers=2")
     assert done.returncode == 0, done.stderr
     assert "2 Mamba-2 layers, d_model 64, d_inner 128, 4 heads x 32" in done.stdout
 
@@ -25,14 +25,18 @@ def test_cli_model_applies_overrides():
 @pytest.mark.parametrize(
     ("args", "match"),
     [
-        (["model", "--set", "headdim=48"], "error: model setting: headdim must divide expand*d_model, got headdim=48"),
-        (["model", "--set", "d_modle=64"], "error: model setting: unknown model setting 'd_modle'; allowed: n_features"),
+        (["model", "--set", "model.headdim=48"], "error: model setting: headdim must divide expand*d_model, got "
+                                                 "headdim=48"),
+        (["model", "--set", "model.d_modle=64"], "error: --set model.d_modle: `model --set` takes model settings "
+                                                 "(model.d_model, ...); did you mean model.d_model?"),
+        (["model", "--set", "d_model=64"], "error: --set d_model: `model --set` takes model settings (model.d_model, "
+                                           "...); did you mean model.d_model?"),
         (["model", "--set", "d_model"], "error: a --set is not KEY=VALUE (its text is not repeated: it may be a "
-                                        "value), e.g. --set d_model=64"),
-        (["model", "--set", "dt_limit=[0, "], "error: --set dt_limit: the value is not valid YAML"),
-        (["model", "--set", "A_init_range=3"], "error: model setting:"),
+                                        "value), e.g. --set model.d_model=64"),
+        (["model", "--set", "model.dt_limit=[0, "], "error: --set model.dt_limit: the value is not valid YAML"),
+        (["model", "--set", "model.A_init_range=3"], "error: model setting:"),
         (["frobnicate"], "error: argument command: invalid choice: 'frobnicate'"),
-        (["model", "--set", "backend=mamba_ssm"], "error: backend <--set backend> cannot run: importing "),
+        (["model", "--set", "model.backend=mamba_ssm"], "error: backend <--set model.backend> cannot run: importing "),
     ],
 )
 def test_cli_bad_input_is_one_line_exit_2(args, match):
@@ -47,7 +51,7 @@ SECRET = "https://hooks.slack.com/services/T000/B000/" + "S3CR3TT0K3N"  # a webh
      r"^error: search_spaces/smoke\.yaml \(with --set notify\.webhook=\.\.\.\): notify\.webhook must be http or https"),
     (["space", "show", "search_spaces/smoke.yaml", f"--set=run.model.d_model={SECRET}"],
      r"^error: .* d_model must be a positive integer, got <--set run\.model\.d_model>$"),
-    (["model", "--set", f"backend={SECRET}"], r"^error: model setting: .*<--set backend>"),
+    (["model", "--set", f"model.backend={SECRET}"], r"^error: model setting: .*<--set model\.backend>"),
     (["space", "keys", "--notfy", SECRET], r"^error: unrecognized arguments: --notfy <a value, not repeated>; see "),
     (["space", "show", "search_spaces/smoke.yaml", "--se", f"notify.webhook={SECRET}"],
      r"^error: unrecognized arguments: --se <a value, not repeated>; see "),

@@ -20,7 +20,8 @@ def test_space_keys_prints_a_row_per_key(capsys):
     assert main(["space", "keys"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 1 + len(space_keys()) and lines[1].startswith("name ")
-    assert any(line.startswith("run.train.lr ") and "learning_rate" in line for line in lines)
+    assert any(line.startswith("train.lr (learning_rate) ") for line in lines)
+    assert not any(line.startswith("run.") for line in lines)  # run: is the older spelling, not listed
 
 
 def test_space_keys_markdown_prints_the_page(capsys):
@@ -38,11 +39,11 @@ def test_space_show_prints_the_space_sweep_would_run_with_its_sets(capsys):
 
 
 def test_space_show_takes_dotted_search_entries_and_a_sampler_from_sets(capsys):
-    pairs = ["search.model.d_model={choices: [32, 64]}", "search.data.window.low=32", "search.data.window.high=96",
+    pairs = ["search.model.expand={choices: [2, 4]}", "search.data.window.low=32", "search.data.window.high=96",
              "search.data.window.step=32", "sampler=random"]
     assert main(["space", "show", str(SMOKE), *sum((["--set", p] for p in pairs), [])]) == 0
     shown = parse_space(parse_yaml(capsys.readouterr().out, "shown"), str(SMOKE))
-    assert shown.sampler == "random" and shown.search["model.d_model"].choices == (32, 64)
+    assert shown.sampler == "random" and shown.search["model.expand"].choices == (2, 4)
     assert list(shown.search["data.window"].values()) == [32, 64, 96]
 
 
@@ -52,9 +53,10 @@ def test_space_show_takes_dotted_search_entries_and_a_sampler_from_sets(capsys):
     (("space", "show", str(SMOKE), "--set", "scheduler.bogus=1"), f"{SMOKE} (with --set scheduler.bogus=...): unknown "
                                                                     "key 'bogus' in scheduler"),
     (("space", "show", str(SMOKE), "--set", "scheduler.grace_period=99"), f"{SMOKE} (with --set "),
-    (("space", "show", str(SMOKE), "--set", "search.model.width.choices=[1]"), f"{SMOKE} (with --set search.model."
-                                                                                "width.choices=...): search: unknown "
-                                                                                "search key 'model.width'; allowed: "),
+    (("space", "show", str(SMOKE), "--set", "search.model.d_modle.choices=[1]"), f"{SMOKE} (with --set search.model."
+                                                                                 "d_modle.choices=...): search: unknown "
+                                                                                 "search key 'model.d_modle'; did you "
+                                                                                 "mean model.d_model?"),
     (("space", "show", str(SMOKE), "--set", "search.train.seed.choices=[1, 2]"), f"{SMOKE} (with --set search.train."
                                                                                  "seed.choices=...): search: train."
                                                                                  "seed cannot be searched"),

@@ -79,15 +79,19 @@ def test_cli_train_overrides_apply_and_are_validated(workspace):
     [
         (["--lr", "-1"], None, "train: lr must be in (0, 1), got -1.0"),
         (["--set", "train.lr=-1"], None, "{config} (with --set train.lr=...): train: lr must be in (0, 1), got -1"),
-        (["--set", "model.d_modle=32"], None, "{config} (with --set model.d_modle=...): model: unknown model "
-         "setting 'd_modle'; allowed:"),
+        (["--set", "model.d_modle=32"], None, "{config} (with --set model.d_modle=...): unknown key model.d_modle; "
+         "did you mean model.d_model?"),
+        (["--set", "learning_rate=1e-3", "--set", "train.lr=2e-3"], None, "--set learning_rate and --set train.lr both "
+         "set train.lr; give one of them"),
+        (["--lr", "1e-3", "--set", "learning_rate=2e-3"], None, "--lr and --set learning_rate both set train.lr"),
         (["--set", "train"], None, "--set number 1 has no '=', so it is not KEY=VALUE"),
         (["--batch-size", "0"], None, "train: batch_size must be a positive integer, got 0"),
         ([], "data: {window: 32\n", "{config}: invalid YAML at line 2"),
-        ([], "model: {d_modle: 32}\n", "{config}: model: unknown model setting 'd_modle'; allowed:"),
-        ([], "optimizer: {}\n", "{config}: unknown section 'optimizer'; allowed: data, model, train"),
+        ([], "model: {d_modle: 32}\n", "{config}: unknown key model.d_modle; did you mean model.d_model?"),
+        ([], "optimizer: {}\n", "{config}: unknown key 'optimizer' at the top level, whose sections are data, model, "
+         "train"),
         ([], "model: {headdim: 48}\n", "{config}: model: headdim must divide expand*d_model"),
-        ([], "data: {window: 5000}\n", "{data}: 1500 bars are too few"),
+        ([], "data: {window: 5000}\n", "{data}: 1,500 bars are too few"),
         (["--resume"], None, "{out} holds no checkpoint (last.pt) to resume"),
         ([], "model: {backend: mamba_ssm}\ndata: {window: 32}\n", "backend 'mamba_ssm' cannot run"),
         ([], "train: {eps: .nan}\n", "{config}: train: eps must be a positive number, got nan"),

@@ -35,13 +35,14 @@ def test_effective_values_fill_in_the_defaults_the_file_leaves_out():
     values = effective_values(load_space(ROOT / "search_spaces" / "smoke.yaml"))  # no threshold, max_failures...
     assert values["gate"]["threshold"] is None and values["gate"]["baseline"] == "har"
     assert values["resources"]["max_failures"] == 2 and values["resources"]["custom"] == {}
-    assert values["run"]["model"]["expand"] == 2 and values["run"]["train"]["betas"] == [0.9, 0.999]
+    assert values["model"]["expand"] == 2 and values["train"]["betas"] == [0.9, 0.999] and "run" not in values
     assert list(values)[:3] == ["name", "trials", "seed"]
 
 
 def test_effective_values_leave_out_the_settings_the_sweep_sets_itself():
     values = effective_values(load_space(ROOT / "search_spaces" / "smoke.yaml"))
-    assert "epochs" not in values["run"]["train"] and set(values["run"]) == {"data", "model", "train"}
+    assert "epochs" not in values["train"] and {"data", "model", "train"} <= set(values)
+    assert not {"lr", "weight_decay", "batch_size"} & set(values["train"])  # searched: from search alone
 
 
 def test_effective_values_write_a_search_entry_without_to_dict_without_its_unset_fields():

@@ -59,5 +59,5 @@ def test_recipe_tuned_section_round_trips_and_is_checked(tmp_path):
         TrainingRecipe.from_dict({"tuned": {**tuned, "best_epoch": 0}})
     with pytest.raises(ConfigError, match="config: tuned: "):
         TrainingRecipe.from_dict({"tuned": {**tuned, "epochs": 3}})
-    with pytest.raises(ConfigError, match="unknown section 'tunde'; allowed: data, model, train"):
+    with pytest.raises(ConfigError, match="unknown key 'tunde' at the top level, whose sections are data, model, train; "):
         TrainingRecipe.from_dict({"tunde": tuned})

@@ -57,7 +57,7 @@ def test_parse_space_without_a_searched_window_is_as_before():
 
 def test_parse_space_refuses_an_align_window_the_sweep_sets():
     with pytest.raises(ConfigError, match=r"^space.yaml: run.data.align_window is set by the sweep, to the longest "
-                                          r"data.window its trials read, .*; remove it from run.data$"):
+                                          r"data.window its trials read, .*; remove it$"):
         space(LR, {"data": {"align_window": 256}})
 
 
@@ -78,11 +78,11 @@ def test_every_searchable_data_setting_is_known_to_move_samples_or_not():
 def test_space_keys_marks_the_settings_that_move_samples():
     keys = space_keys()
     marked = [k.key for k in keys if k.moves_samples]
-    assert marked == ["run.data.window"]
-    (window,) = [line for line in keys_table(keys).splitlines() if line.startswith("run.data.window ")]
+    assert marked == ["data.window"]
+    (window,) = [line for line in keys_table(keys).splitlines() if line.startswith("data.window ")]
     assert f"data.window {MARK}" in window
     assert f"| `data.window` {MARK} |" in keys_markdown(keys, {})
-    assert all(MARK not in line for line in keys_table(keys).splitlines() if not line.startswith("run.data.window "))
+    assert all(MARK not in line for line in keys_table(keys).splitlines() if not line.startswith("data.window "))
 
 
 def test_space_show_refuses_an_align_window_in_one_line(tmp_path):

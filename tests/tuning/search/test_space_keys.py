@@ -14,12 +14,13 @@ from tests.cli import ROOT
 from tuning.search.field_comments import field_comments
 from tuning.search.overrides import with_sets
 from tuning.search.recipe import TrainingRecipe
-from tuning.search.space import TOP_LEVEL, parse_space
+from tuning.search.space import OLDER_RUN, TOP_LEVEL, parse_space
 from tuning.search.space_keys import (
     FILE_NAME,
     MINIMAL_SPACE,
     REQUIRED,
     SEARCH_ENTRY,
+    probe_space,
     refused_keys,
     search_names,
     section_keys,
@@ -74,21 +75,21 @@ def test_section_keys_list_a_section_within_a_section_key_by_key():
 
 
 def test_space_keys_lists_every_top_level_key_the_parser_accepts():
-    assert {key.key.split(".")[0] for key in KEYS} == set(TOP_LEVEL)
+    assert {key.key.split(".")[0] for key in KEYS} == set(TOP_LEVEL) - {OLDER_RUN}  # run: the older spelling
 
 
 def test_space_keys_lists_every_run_field_but_those_the_sweep_sets():
     for section in ("data", "model", "train"):
         kind = typing.get_type_hints(TrainingRecipe)[section]
-        expected = {f"run.{section}.{f.name}" for f in dataclasses.fields(kind)} - set(refused_keys())
-        assert {key.key for key in KEYS if key.section == f"run.{section}"} == expected
+        expected = {f"{section}.{f.name}" for f in dataclasses.fields(kind)} - set(refused_keys())
+        assert {key.key for key in KEYS if key.section == section} == expected
 
 
 def test_space_keys_every_listed_section_key_is_accepted_at_its_default():
     for key in KEYS:
         if key.section in ("top level", "search") or key.default == REQUIRED:
             continue
-        values = with_sets(MINIMAL_SPACE, [(tuple(key.key.split(".")), _value(key.default))])
+        values = with_sets(probe_space(key.key), [(tuple(key.key.split(".")), _value(key.default))])
         parse_space(values, "space")  # raises ConfigError where the listing names a key the parser refuses
 
 
@@ -100,55 +101,56 @@ def test_space_keys_defaults_are_what_the_parser_fills_in():
         for field in dataclasses.fields(getattr(space, section)):
             assert BY_KEY[f"{section}.{field.name}"].default == yaml_text(getattr(getattr(space, section), field.name))
     recipe = TrainingRecipe()
-    assert BY_KEY["run.model.dt_limit"].default == "[0.0, .inf]" == yaml_text(recipe.model.dt_limit)
-    assert BY_KEY["run.train.lr"].default == yaml_text(recipe.train.lr)
+    assert BY_KEY["model.dt_limit"].default == "[0.0, .inf]" == yaml_text(recipe.model.dt_limit)
+    assert BY_KEY["train.lr"].default == yaml_text(recipe.train.lr)
 
 
 def test_space_keys_types_are_the_fields_annotations():
-    assert BY_KEY["gate.threshold"].type == "float | None" and BY_KEY["run.data.window"].type == "int"
+    assert BY_KEY["gate.threshold"].type == "float | None" and BY_KEY["data.window"].type == "int"
     assert set(BY_KEY[SEARCH_ENTRY].type.split(" | ")) >= {"FloatRange", "Choice"}
 
 
 def test_space_keys_bounds_come_from_the_train_bounds_table():
     for name, rule in BOUNDS.items():
-        if f"run.train.{name}" in BY_KEY:
-            assert BY_KEY[f"run.train.{name}"].bounds == str(rule)
-    assert BY_KEY["run.train.eps"].bounds == "" and BY_KEY["run.model.d_model"].bounds == ""
+        if f"train.{name}" in BY_KEY:
+            assert BY_KEY[f"train.{name}"].bounds == str(rule)
+    assert BY_KEY["train.eps"].bounds == "" and BY_KEY["model.d_model"].bounds == ""
 
 
 def test_search_names_map_each_searchable_name_to_a_listed_run_key():
     names = search_names()
     assert names and all(key in BY_KEY for key in names)
-    assert "learning_rate" in names["run.train.lr"]
+    assert "learning_rate" in names["train.lr"]
     assert all(BY_KEY[key].searchable == ", ".join(found) for key, found in names.items())
     assert BY_KEY["scheduler.max_epochs"].searchable == ""
 
 
 def test_search_names_give_each_setting_its_short_name_then_its_dotted_one_and_none_the_sweep_sets():
     names = search_names()
-    assert names["run.train.lr"] == ("learning_rate", "train.lr")
-    assert names["run.model.d_model"] == ("model.d_model",) and names["run.data.window"] == ("data.window",)
-    assert not {"run.train.epochs", "run.train.seed", "run.data.fold", "run.data.target", "run.model.n_features",
-                "run.data.columns", "run.train.betas"} & set(names)
-    assert BY_KEY["run.model.d_model"].searchable == "model.d_model" and BY_KEY["run.train.betas"].searchable == ""
+    assert names["train.lr"] == ("learning_rate", "train.lr")
+    assert names["model.d_model"] == ("model.d_model",) and names["data.window"] == ("data.window",)
+    assert not {"train.epochs", "train.seed", "data.fold", "data.target", "model.n_features",
+                "data.columns", "train.betas"} & set(names)
+    assert BY_KEY["model.d_model"].searchable == "model.d_model" and BY_KEY["train.betas"].searchable == ""
 
 
 def test_refused_keys_name_run_train_epochs_with_the_parsers_reason():
     reasons = refused_keys()
-    assert "run.train.epochs" in reasons and "scheduler.max_epochs" in reasons["run.train.epochs"]
-    assert "run.train.epochs" not in BY_KEY and "run.train.lr" not in reasons
+    assert "train.epochs" in reasons and "scheduler.max_epochs" in reasons["train.epochs"]
+    assert "train.epochs" not in BY_KEY and "train.lr" not in reasons
 
 
 def test_keys_table_has_a_row_per_key_under_its_header():
     lines = keys_table(KEYS).splitlines()
     assert lines[0].split() == ["key", "type", "default", "bounds", "searchable", "meaning"]
     assert [line.split()[0] for line in lines[1:]] == [key.key for key in KEYS]
+    assert any(line.startswith("train.lr (learning_rate) ") for line in lines)  # a short name beside its setting
 
 
 def test_keys_markdown_escapes_pipes_and_lists_the_refused_keys():
     page = keys_markdown(KEYS, refused_keys())
     assert "| `gate.threshold` | float \\| None | `null` |" in page
-    assert "## Set by the sweep" in page and "- `run.train.epochs`: " in page
+    assert "## Set by the sweep" in page and "- `train.epochs`: " in page
     assert [line for line in page.splitlines() if line.startswith("## ")][:3] == ["## top level", "## search",
                                                                                   "## scheduler"]
 

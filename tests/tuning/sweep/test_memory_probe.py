@@ -159,7 +159,7 @@ def test_a_memory_budget_no_batch_size_fits_is_one_clear_error(bars, tmp_path):
 
 @pytest.mark.parametrize(("flag", "message"), [
     (["--memory-budget", "-5"], "--memory-budget must be a positive number of MB, got -5"),
-    (["--precision", "fp16"], "precision must be one of fp32, bf16, got 'fp16'"),
+    (["--precision", "fp16"], "--precision fp16: not one of its choices, fp32 or bf16"),
 ])
 def test_sweep_refuses_a_bad_memory_budget_or_precision(bars, tmp_path, flag, message):
     done = run_cli("sweep", "--data", bars, "--space", write_space(tmp_path), "--storage", tmp_path / "s", *flag)

@@ -24,11 +24,18 @@ SEARCH = {"model.d_model": {"choices": [16, 24]}, "model.headdim": {"choices": [
           "data.window": {"choices": [16, 24]}}
 
 
+def unsearched(fixed: dict, section: str, search: dict) -> dict:
+    """A section's fixed settings without those the search searches (a setting both fixed and searched is refused);
+    data.window stays, the shared Dataset's window."""
+    return {key: value for key, value in fixed.items() if f"{section}.{key}" not in search}
+
+
 def test_a_grid_over_width_and_window_trains_each_valid_combination_and_prunes_the_invalid_ones(bars, tmp_path):
     values = {**space_values(name="wide", initial=[], gate={"epoch": 2, "threshold": 100.0}), "sampler": "grid",
               "search": SEARCH}
     del values["trials"]  # grid, trials unset: the whole grid
     values["run"]["train"] = {"lr": 3e-3, "weight_decay": 1e-2, "batch_size": 64}
+    values["run"]["model"] = unsearched(values["run"]["model"], "model", SEARCH)
     space = tmp_path / "space.yaml"
     space.write_text(yaml.safe_dump(values))
     done = run_cli("sweep", "--data", bars, "--space", space, "--storage", tmp_path / "s")
@@ -62,6 +69,7 @@ def test_gaussian_process_search_over_width_depth_window_and_learning_rate_runs_
     values = {**space_values(name="gp", trials=4, initial=[untuned], gate={"epoch": 2, "threshold": 100.0}),
               "sampler": "gp", "search": search}
     values["run"]["train"] = {"weight_decay": 1e-2, "batch_size": 64}
+    values["run"]["model"] = unsearched(values["run"]["model"], "model", search)
     space = tmp_path / "space.yaml"
     space.write_text(yaml.safe_dump(values))
     done = run_cli("sweep", "--data", bars, "--space", space, "--storage", tmp_path / "s")
