@@ -35,7 +35,8 @@ def write_best_config(space: SweepSpace, best: TrialRecord, sweep_name: str, dat
                      f"runs scored ({scored}); the sweep's confirmation is incomplete.")
     elif confirmed:
         s = confirmed[0]
-        notes.append(f"Confirmed over seeds and folds: mean best val_loss {s.mean:.4f} +- {s.std:.4f} (n={s.n}) over "
+        spread = f" +- {s.std:.4f}" if s.n > 1 else ""  # one run has no spread to show
+        notes.append(f"Confirmed over seeds and folds: mean best val_loss {s.mean:.4f}{spread} (n={s.n}) over "
                      f"its fresh runs; its search trial's {s.search_loss:.4f} is the minimum that made it a finalist.")
     notes.append(f"Train it under the schedule it was tuned with ({config.train.epochs} epochs' warmup and cosine), "
                  f"stopped at its best epoch, {best.best_epoch}. Its seed, device, threads and precision are the "

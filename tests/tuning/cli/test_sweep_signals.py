@@ -11,6 +11,7 @@ import pytest
 from tuning.cli import sweep as sweep_cli
 from tuning.cli.main import build_parser
 from tuning.cli.sweep_signals import handle_sigterm_as_ctrl_c, sigterm_as_ctrl_c
+from tuning.sweep_files import MANIFEST
 
 
 @pytest.fixture()
@@ -59,8 +60,12 @@ def test_sigterm_as_ctrl_c_is_keyboard_interrupt_under_python_own_handler():
 
 @pytest.mark.parametrize(("argv", "first"), [(["sweep", "--data", "b.parquet", "--space", "s.yaml"], "read_yaml"),
                                             (["resume", "t"], "read_manifest")], ids=["sweep", "resume"])
-def test_sweep_and_resume_handle_sigterm_without_notify(argv, first, monkeypatch):
+def test_sweep_and_resume_handle_sigterm_without_notify(argv, first, monkeypatch, tmp_path):
     seen = []
+    if argv[0] == "resume":  # a sweep folder with its manifest, so that resume gets as far as reading it
+        (tmp_path / "t").mkdir()
+        (tmp_path / "t" / MANIFEST).write_text("{}")
+        argv = [*argv, "--storage", str(tmp_path)]
 
     def stop(*args, **kwargs):  # the command's first step: what handles SIGTERM while it runs
         seen.append(signal.getsignal(signal.SIGTERM))
