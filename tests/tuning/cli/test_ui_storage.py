@@ -80,7 +80,8 @@ def test_two_sweeps_of_one_name_in_two_storages_open_their_own_runs(tmp_path, op
     assert capsys.readouterr().err.startswith(f"error: no MLflow store at {absent}")
 
 
-def test_storage_without_the_sweep_or_without_a_name_is_refused_in_one_line(tmp_path, capsys):
+def test_storage_without_the_sweep_or_without_a_name_is_refused_in_one_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # no default or demo storage here (a checkout after `make demo` has one)
     assert main(["ui", "nope", "--storage", str(tmp_path)]) == 2
     assert capsys.readouterr().err.startswith(f"error: no sweep named 'nope' in {tmp_path}, nor any sweep there")
     assert main(["ui", "--storage", str(tmp_path)]) == 2
