@@ -45,7 +45,6 @@ class Read:
     table: pa.Table
     form: str  # "csv" or "parquet"
     mapping: dict[str, str]  # field -> the source's column
-    utc_offsets: tuple[str, ...] = ()  # the UTC offsets of a CSV's first block of times (none: no offsets)
 
 
 @dataclass(frozen=True)
@@ -77,7 +76,7 @@ def read_source(path: Path, given: dict[str, str], symbol: str | None, time_form
         if TIME_OF_DAY in mapping:
             raise DataError(f"{path}: {_time_name(mapping)} split each bar's time, which `data import` joins in CSV "
                             "files only; give the Parquet one timestamp column: --column timestamp=NAME")
-        batches, form, offsets = _parquet_batches(path, mapping), "parquet", ()
+        batches, form = _parquet_batches(path, mapping), "parquet"
     else:
         csv = Csv(path, _delimiter(path))
         mapping = resolve_columns(str(path), _csv_names(csv), given)
@@ -85,7 +84,7 @@ def read_source(path: Path, given: dict[str, str], symbol: str | None, time_form
         if set(offsets) - _UTC_OFFSETS and timezone is None:
             raise _offsets_without_zone(csv, mapping)
         batches, form = _csv_batches(csv, mapping, time_type, time_format, decimal), "csv"
-    return Read(_one_instrument(path, mapping, batches, symbol), form, mapping, offsets)
+    return Read(_one_instrument(path, mapping, batches, symbol), form, mapping)
 
 
 def _parquet_names(path: Path) -> list[str]:
