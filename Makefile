@@ -91,6 +91,7 @@ bench: $(STAMP)
 	$(PY) bench/search_efficiency.py
 	$(PY) bench/training_outcomes.py
 	$(PY) bench/forecast_quality.py
+	$(PY) bench/objectives.py
 	$(PY) bench/linear_reference.py
 	$(PY) bench/leverage_walk_forward.py
 	$(PY) bench/model_walk_forward.py

@@ -1,12 +1,15 @@
-"""Search efficiency: the epochs ASHA plus the gate spend against running every trial to the end.
+"""Search efficiency: the epochs each stopping rule plus the gate spend against running every trial to the end.
 
 Run by hand:  .venv/bin/python bench/search_efficiency.py [--configs 16] [--max-epochs 20]
 One fixed set of configurations (the space's initial point, then seeded random samples)
-is trained to max epochs once with fit(), recording every epoch's val_loss and seconds.
-The same curves are then replayed through the sweep's own scheduler (tuning/search/scheduler.py:
-ASHA behind the gate), trials starting in order as `concurrency` slots free up, in the
-recorded seconds. Prints JSON: epochs spent with early stopping against the full budget,
-and the regret of the best val_loss the stopped sweep keeps against the full-budget best.
+is trained to max epochs once with fit(), recording every epoch's val_loss and seconds
+(--save-curves FILE keeps them; --curves FILE replays them again without training).
+The same curves are then replayed through the sweep's own scheduler of each scheduler.kind
+(tuning/search/scheduler.py: asha, hyperband, median and none, each behind the gate, with the
+space's settings, those a kind does not take at their defaults), trials starting in order as
+`concurrency` slots free up, in the recorded seconds. Prints one JSON: per scheduler, the epochs
+spent against the full budget, and the regret of the chosen trial (the best val_loss among the
+trials that ran to max epochs, what the sweep's finalists come from) against the full-budget best.
 
 With --seeds 3 each configuration is also trained on seeds 1 and 2 (what `confirm` does), and:
   selection_stability  over every subset of --finalists configurations and every single seed:
@@ -40,7 +43,8 @@ from model.data import load_dataset  # noqa: E402
 from model.holdout import score_on_test_segment  # noqa: E402
 from model.synth import synth_bars  # noqa: E402
 from model.train import fit  # noqa: E402
-from tuning.search.scheduler import GatedASHA  # noqa: E402
+from tuning.search.scheduler import make_scheduler  # noqa: E402
+from tuning.search.scheduler_config import KINDS  # noqa: E402
 from tuning.search.searcher import optuna_space  # noqa: E402
 from tuning.search.space import load_space, with_params  # noqa: E402
 
@@ -61,7 +65,7 @@ def sample_configs(space, count: int, seed: int) -> list[dict]:
     return configs[:count]
 
 
-def replay(curves: list[list[dict]], scheduler: GatedASHA, concurrency: int) -> list[int]:
+def replay(curves: list[list[dict]], scheduler: TrialScheduler, concurrency: int) -> list[int]:
     """The epoch each trial ends at under `scheduler`, with `concurrency` trials running at once."""
     stop = [len(c) - 1 for c in curves]
     events: list[tuple[float, int, int]] = []  # (time, trial, epoch) when that epoch's result arrives
@@ -97,9 +101,31 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--seeds", type=int, default=1, help="train seeds per configuration (3: the trust figures)")
     parser.add_argument("--finalists", type=int, default=4, help="configurations per subset for selection stability")
+    parser.add_argument("--save-curves", type=Path, help="write the trained curves to this JSON file")
+    parser.add_argument("--curves", type=Path, help="replay the curves a --save-curves run wrote, without training")
     args = parser.parse_args()
     space = load_space(args.space)
     space = dataclasses.replace(space, scheduler=dataclasses.replace(space.scheduler, max_epochs=args.max_epochs))
+    figures = {}
+    if args.curves:
+        curves = json.loads(args.curves.read_text())
+    else:
+        curves, figures = train_curves(space, args)
+        if args.save_curves:
+            args.save_curves.write_text(json.dumps(curves))
+    full_best = min(c[-1]["best_val_loss"] for c in curves)
+    print(json.dumps({
+        "configs": len(curves), "max_epochs": args.max_epochs, "concurrency": args.concurrency,
+        "gate": dataclasses.asdict(space.gate), "epochs_full_budget": len(curves) * args.max_epochs,
+        "best_val_loss_full_budget": round(full_best, 5),
+        "schedulers": {kind: efficiency(curves, dataclasses.replace(space.scheduler, kind=kind), space.gate,
+                                        args.concurrency, full_best) for kind in KINDS},
+        "targets": {"epoch_fraction": 0.35, "regret": 0.02}, **figures,
+    }, indent=2))
+
+
+def train_curves(space, args) -> tuple[list[list[dict]], dict]:
+    """Each configuration's seed-0 history (every epoch's figures) and, with --seeds > 1, the trust figures."""
     with tempfile.TemporaryDirectory() as folder:
         bars = Path(folder) / "bars.parquet"
         pq.write_table(synth_bars(args.bars, seed=0), bars)
@@ -118,21 +144,22 @@ def main() -> None:
                 curves.append(result.history)  # a diverged trial's curve ends at its last finite epoch
             best_val[-1].append(result.best_val_loss)
             test_loss[-1].append(test)
-    stop = replay(curves, GatedASHA(space.scheduler, space.gate), args.concurrency)
+    return curves, trust_figures(best_val, test_loss, args.finalists, data) if args.seeds > 1 else {}
 
-    full_best = min(c[-1]["best_val_loss"] for c in curves)
-    completed = [i for i, c in enumerate(curves) if stop[i] == args.max_epochs]
-    kept_best = min((curves[i][-1]["best_val_loss"] for i in completed), default=float("inf"))
-    print(json.dumps({
-        "configs": len(configs), "max_epochs": args.max_epochs, "concurrency": args.concurrency,
-        "scheduler": dataclasses.asdict(space.scheduler), "gate": dataclasses.asdict(space.gate),
-        "epochs_full_budget": len(configs) * args.max_epochs, "epochs_with_stopping": sum(stop),
-        "epoch_fraction": round(sum(stop) / (len(configs) * args.max_epochs), 3),
-        "stop_epochs": stop, "completed": len(completed),
-        "best_val_loss_full_budget": round(full_best, 5), "best_val_loss_with_stopping": round(kept_best, 5),
-        "regret": round(kept_best / full_best - 1, 4), "targets": {"epoch_fraction": 0.35, "regret": 0.02},
-        **(trust_figures(best_val, test_loss, args.finalists, data) if args.seeds > 1 else {}),
-    }, indent=2))
+
+def efficiency(curves: list[list[dict]], scheduler, gate, concurrency: int, full_best: float) -> dict:
+    """One scheduler's figures on the curves: the epoch each trial ended at, the epochs spent (of the full
+    budget), the trials that ran to max epochs, the chosen one among them and its regret against the best."""
+    stop = replay(curves, make_scheduler(scheduler, gate), concurrency)
+    completed = [i for i, c in enumerate(curves) if stop[i] == scheduler.max_epochs]
+    chosen = min(completed, key=lambda i: curves[i][-1]["best_val_loss"], default=None)
+    kept_best = curves[chosen][-1]["best_val_loss"] if chosen is not None else float("inf")
+    return {
+        "scheduler": scheduler.to_dict(), "epochs_with_stopping": sum(stop),
+        "epoch_fraction": round(sum(stop) / (len(curves) * scheduler.max_epochs), 3), "stop_epochs": stop,
+        "completed": len(completed), "chosen_trial": chosen, "best_val_loss_with_stopping": round(kept_best, 5),
+        "regret": round(kept_best / full_best - 1, 4),
+    }
 
 
 def trust_figures(best_val: list[list[float]], test_loss: list[list[float]], finalists: int, data) -> dict:

@@ -31,8 +31,9 @@ import pyarrow as pa
 from model.bars import FIELDS, Bars, read_bars
 from model.bars_enough import require_enough_bars, sample_ends
 from model.bars_enough import test_segment_start as test_segment_start  # bench/leverage_walk_forward.py's
-from model.baselines import fit_har, har_forecast, har_lookbacks, past_quantities, scored_baselines
+from model.baselines import fit_har_for, har_lookbacks, past_quantities, scored_baselines
 from model.features import TARGETS, bar_features, feature_names, target_and_persistence
+from model.objectives import DEFAULT_OBJECTIVE, ObjectiveScale, resolve_objective
 from model.settings import known_settings, require_positive_ints
 
 if TYPE_CHECKING:  # torch is imported where a batch is made: the command line starts without it
@@ -61,6 +62,9 @@ class DataConfig:
     # Samples (training, validation, test) as a window of this many bars leaves them, at least `window`: a sweep that
     # searches data.window sets its longest, so every trial is scored on the same samples; None: the window's own
     align_window: int | None = None
+    # The loss that trains, validates, compares and tests (model/objectives.py): volatility takes mse_log, mse_var or
+    # qlike, return and close take mse; None: the target's default (volatility: mse_log, return and close: mse)
+    objective: str | None = None
 
     def __post_init__(self) -> None:
         require_positive_ints(self, ("window", "horizon", "min_val_samples", "fold", "align_window"),
@@ -75,6 +79,7 @@ class DataConfig:
         self._check_inputs()
         if self.target not in TARGETS:
             raise ValueError(f"target must be one of {', '.join(TARGETS)}, got {self.target!r}")
+        resolve_objective(self.objective, self.target)  # one line naming the objective, the target and the fix
         if not (isinstance(self.val_fraction, (int, float)) and not isinstance(self.val_fraction, bool)
                 and 0.01 <= self.val_fraction <= 0.99):
             raise ValueError(f"val_fraction must be a number between 0.01 and 0.99, got {self.val_fraction!r}")
@@ -116,6 +121,11 @@ class DataConfig:
     def residual(self) -> bool:
         """Whether the HAR forecast is the last input and the model forecasts a correction to it."""
         return self.residual_to == "har"
+
+    @property
+    def loss(self) -> str:
+        """The objective's name: `objective`, or the target's default where it is None (model/objectives.py)."""
+        return resolve_objective(self.objective, self.target)
 
     @property
     def sample_window(self) -> int:
@@ -162,7 +172,8 @@ class Scaler:
 
 @dataclass(frozen=True)
 class Dataset:
-    """Scaled arrays and sample indices; every loss and baseline is in scaled target units."""
+    """Scaled arrays and sample indices; every loss and baseline is the objective's (summary["objective"], model/
+    objectives.py) of forecasts and targets in scaled target units."""
 
     features: np.ndarray  # (n_bars, n_features) float32, scaled
     targets: np.ndarray  # (n_bars,) float32 scaled target of the sample ending at each bar (NaN: none)
@@ -173,12 +184,15 @@ class Dataset:
     split_bar: int  # first bar of the validation segment
     test_bar: int  # first bar of the test segment (n_bars when there is none)
     scaler: Scaler
-    baselines: dict[str, float]  # validation MSE of "har", "persistence" and "mean" (model/baselines.py)
+    baselines: dict[str, float]  # validation loss (objective's) of "har", "persistence", "mean" (model/baselines.py)
     test_baselines: dict[str, float]  # the same on the test samples; empty when there are none
     summary: dict[str, Any]
     # (n_test,) float64 HAR's scaled forecast of each test sample (test_index), for a per-sample comparison on
     # the test segment (model/holdout.py); empty without a test segment
     test_har: np.ndarray = field(default_factory=lambda: np.empty(0))
+    # v̄: the training targets' mean variance exp(2 log σ) in raw units (volatility; 1.0 for other targets), mse_var's
+    # unit (model/objectives.py); from the training samples alone
+    variance_mean: float = 1.0
 
     @property
     def n_features(self) -> int:
@@ -188,6 +202,16 @@ class Dataset:
     def residual(self) -> bool:
         """Whether the last feature is the HAR forecast, which the model corrects (DataConfig.residual_to)."""
         return self.summary["residual_to"] == "har"
+
+    @property
+    def objective(self) -> str:
+        """The objective every loss of these data is in (summary["objective"]; the target's default before it)."""
+        return self.summary.get("objective") or DEFAULT_OBJECTIVE[self.summary["target"]]
+
+    @property
+    def objective_scale(self) -> ObjectiveScale:
+        """What the objective's losses need besides forecasts and targets: the target's scaling and v̄."""
+        return ObjectiveScale(self.scaler.target_mean, self.scaler.target_std, self.variance_mean)
 
     def baseline_metrics(self) -> dict[str, float]:
         """The validation baselines as every epoch's record names them: baseline_har, baseline_persistence, ..."""
@@ -243,16 +267,21 @@ def dataset_from_bars(bars: Bars, config: DataConfig, path: str | Path) -> Datas
         feature_std[j] = _scale(train_rows[:, j].std(dtype=np.float64))
     train_targets = target[train_index]
     scaler = Scaler(feature_mean, feature_std, float(train_targets.mean()), _scale(train_targets.std()))
+    # mse_var's unit: the training targets' mean variance σ² = exp(2 log σ), never the validation or test ones'
+    variance_mean = (float(np.mean(np.exp(2 * train_targets.astype(np.float64)))) if config.target == "volatility"
+                     else 1.0)
+    objective, scale = config.loss, ObjectiveScale(scaler.target_mean, scaler.target_std, variance_mean)
     features -= feature_mean
     features /= feature_std
     scaled_target = ((target - scaler.target_mean) / scaler.target_std).astype(np.float32)
     scaled_persistence = (persistence - scaler.target_mean) / scaler.target_std
 
-    har = fit_har(past, scaled_target, train_index)  # (n_lookbacks + 1,): intercept, then each lookback
+    har = fit_har_for(objective, past, scaled_target, train_index, scale)  # HAR as the objective fits it
     if config.residual:
-        features[:, -1] = har_forecast(past, har, np.arange(n))
-    val_har, test_har = (har_forecast(past, har, index) for index in (val_index, test_index))  # (n_val,), (n_test,)
-    baselines, test_baselines = ({} if not len(i) else scored_baselines(scaled_target, scaled_persistence, forecast, i)
+        features[:, -1] = har.forecast(past, np.arange(n), scale)
+    val_har, test_har = (har.forecast(past, index, scale) for index in (val_index, test_index))  # (n_val,), (n_test,)
+    baselines, test_baselines = ({} if not len(i) else scored_baselines(scaled_target, scaled_persistence, forecast, i,
+                                                                        objective, scale)
                                  for i, forecast in ((val_index, val_har), (test_index, test_har)))
     del past
     summary = {
@@ -264,11 +293,13 @@ def dataset_from_bars(bars: Bars, config: DataConfig, path: str | Path) -> Datas
         "features": names,  # the model's inputs, in order: the checkpoint records them (model/checkpoint.py)
         "vol_lookbacks": list(config.input_lookbacks), "leverage_lookbacks": list(config.input_leverage_lookbacks),
         "residual_to": config.residual_to,
-        "har": {"lookbacks": list(lookbacks), "coefficients": har.tolist()},
+        "har": har.to_summary(lookbacks),  # as before objectives for mse_log and mse; with its "fit" for the others
+        "objective": objective,  # the loss every loss and baseline of these data is in (model/objectives.py)
+        "variance_mean": variance_mean,
         **({"align_window": config.align_window} if config.align_window is not None else {}),
     }
     return Dataset(features, scaled_target, train_index, val_index, test_index, w, split, test_bar, scaler,
-                   baselines, test_baselines, summary, test_har)
+                   baselines, test_baselines, summary, test_har, variance_mean)
 
 
 def dataset_for(data: Dataset, built_with: DataConfig, config: DataConfig) -> Dataset:

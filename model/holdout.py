@@ -2,11 +2,13 @@
 
 Called once a configuration is chosen (never while choosing it): by `mamba-tune train` for its
 best checkpoint and by a sweep for its winner, alone and as a seed ensemble (the mean forecast
-of its runs on other seeds). Everything is in scaled target units, like val_loss.
+of its runs on other seeds). Every loss is the data's objective's (data.objective, model/objectives.py), of
+forecasts in scaled target units, like val_loss.
 
-Per-sample squared errors (squared_errors_on_test_segment, har_squared_errors) are the loss series
-a Diebold-Mariano test (model/diebold_mariano.py) compares; score_squared_errors turns a model's
-series into the same scores as score_on_test_segment, so a checkpoint is loaded once for both.
+Per-sample losses (losses_on_test_segment, har_losses: squared errors under mse_log and mse, QLIKE or the
+variance's squared error under the others) are the loss series a Diebold-Mariano test (model/diebold_mariano.py)
+compares, the same objective for model and HAR; score_losses turns a model's series into the same scores as
+score_on_test_segment, so a checkpoint is loaded once for both.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from model.config import ModelConfig
 from model.data import Dataset
 from model.errors import InputError
 from model.forecaster import Forecaster
+from model.objectives import per_sample_loss
 from model.train_config import TrainConfig
 from model.training import eval_batch_size, predict, resolve_device
 
@@ -35,22 +38,22 @@ def score_on_test_segment(checkpoint: str | Path, data: Dataset) -> dict[str, An
 
     Evaluated on the device, precision and evaluation batch size the checkpoint trained with.
     """
-    return score_squared_errors(squared_errors_on_test_segment([checkpoint], data), data)
+    return score_losses(losses_on_test_segment([checkpoint], data), data)
 
 
-def score_squared_errors(errors: np.ndarray, data: Dataset) -> dict[str, Any]:
-    """{test_loss, baseline_har, baseline_persistence, baseline_mean, n_test} from a model's squared errors
-    (n_test,) on the test segment (squared_errors_on_test_segment): score_on_test_segment without loading."""
+def score_losses(losses: np.ndarray, data: Dataset) -> dict[str, Any]:
+    """{test_loss, baseline_har, baseline_persistence, baseline_mean, n_test} from a model's per-sample losses
+    (n_test,) on the test segment (losses_on_test_segment): score_on_test_segment without loading."""
     _require_test_segment(data)
-    if np.shape(errors) != data.test_index.shape:
-        raise ValueError(f"errors must hold one squared error per test sample, shape {data.test_index.shape}, "
-                         f"got {np.shape(errors)}")
-    return {"test_loss": float(np.mean(errors)), **{f"baseline_{k}": v for k, v in data.test_baselines.items()},
+    if np.shape(losses) != data.test_index.shape:
+        raise ValueError(f"losses must hold one loss per test sample, shape {data.test_index.shape}, "
+                         f"got {np.shape(losses)}")
+    return {"test_loss": float(np.mean(losses)), **{f"baseline_{k}": v for k, v in data.test_baselines.items()},
             "n_test": len(data.test_index)}
 
 
-def squared_errors_on_test_segment(checkpoints: list[str | Path], data: Dataset) -> np.ndarray:
-    """(n_test,) float64 squared error, per test sample in test_index order, of the mean forecast of the
+def losses_on_test_segment(checkpoints: list[str | Path], data: Dataset) -> np.ndarray:
+    """(n_test,) float64 loss (the objective's), per test sample in test_index order, of the mean forecast of the
     checkpoints' models (of one checkpoint: its model's own forecast); each checkpoint is loaded once.
 
     Their mean is score_on_test_segment's test_loss (one checkpoint) or score_ensemble's (several).
@@ -59,17 +62,17 @@ def squared_errors_on_test_segment(checkpoints: list[str | Path], data: Dataset)
     if not checkpoints:
         raise ValueError("checkpoints must name at least one checkpoint, got none")
     forecasts = [checkpoint_forecasts(c, data, data.test_index) for c in checkpoints]  # each (n_test,)
-    return _squared_errors(np.mean(forecasts, axis=0), data, data.test_index)
+    return _losses(np.mean(forecasts, axis=0), data, data.test_index)
 
 
-def har_squared_errors(data: Dataset) -> np.ndarray:
-    """(n_test,) float64 squared error of HAR's forecast of each test sample (test_index order); its mean is
-    data.test_baselines["har"]."""
+def har_losses(data: Dataset) -> np.ndarray:
+    """(n_test,) float64 loss (the objective's) of HAR's forecast of each test sample (test_index order); its mean
+    is data.test_baselines["har"]."""
     _require_test_segment(data)
     if data.test_har.shape != data.test_index.shape:
         raise ValueError(f"the dataset holds {len(data.test_har)} HAR test forecasts for {len(data.test_index)} "
                          "test samples; make it with model.data.load_dataset, which fills test_har")
-    return _squared_errors(data.test_har, data, data.test_index)
+    return _losses(data.test_har, data, data.test_index)
 
 
 def score_ensemble(checkpoints: list[str | Path], data: Dataset) -> dict[str, Any]:
@@ -83,9 +86,9 @@ def score_ensemble(checkpoints: list[str | Path], data: Dataset) -> dict[str, An
     forecasts = [checkpoint_forecasts(c, data, both) for c in checkpoints]  # each (n_val + n_test,)
     val = [f[:len(data.val_index)] for f in forecasts]  # each (n_val,)
     test = [f[len(data.val_index):] for f in forecasts]  # each (n_test,)
-    return {"val_loss": _mse(np.mean(val, axis=0), data, data.val_index),
-            "test_loss": _mse(np.mean(test, axis=0), data, data.test_index),
-            "member_test_losses": [_mse(f, data, data.test_index) for f in test], "n_members": len(checkpoints)}
+    return {"val_loss": _mean_loss(np.mean(val, axis=0), data, data.val_index),
+            "test_loss": _mean_loss(np.mean(test, axis=0), data, data.test_index),
+            "member_test_losses": [_mean_loss(f, data, data.test_index) for f in test], "n_members": len(checkpoints)}
 
 
 def checkpoint_forecasts(checkpoint: str | Path, data: Dataset, index: np.ndarray) -> np.ndarray:
@@ -112,14 +115,16 @@ def require_features(checkpoint: str | Path, trained: list[str], given: list[str
                           f"data settings give {', '.join(given)}; score it with the settings it was trained with")
 
 
-def _mse(forecasts: np.ndarray, data: Dataset, index: np.ndarray) -> float:
-    """Mean squared error of forecasts (n,) against the targets of the samples ending at bars `index` (n,)."""
-    return float(np.mean(_squared_errors(forecasts, data, index)))
+def _mean_loss(forecasts: np.ndarray, data: Dataset, index: np.ndarray) -> float:
+    """Mean loss (the objective's) of forecasts (n,) against the targets of the samples ending at bars `index` (n,)."""
+    return float(np.mean(_losses(forecasts, data, index)))
 
 
-def _squared_errors(forecasts: np.ndarray, data: Dataset, index: np.ndarray) -> np.ndarray:
-    """(n,) float64 squared errors of forecasts (n,) against the targets of the samples ending at bars `index` (n,)."""
-    return (forecasts - data.targets[index].astype(np.float64)) ** 2
+def _losses(forecasts: np.ndarray, data: Dataset, index: np.ndarray) -> np.ndarray:
+    """(n,) float64 per-sample losses, by the data's objective, of forecasts (n,) against the targets of the samples
+    ending at bars `index` (n,): squared errors under mse_log and mse."""
+    return per_sample_loss(data.objective, np.asarray(forecasts, dtype=np.float64),
+                           data.targets[index].astype(np.float64), data.objective_scale)
 
 
 def _require_test_segment(data: Dataset) -> None:

@@ -32,6 +32,7 @@ from model.config import ModelConfig
 from model.data import Dataset
 from model.forecaster import Forecaster
 from model.norm import GatedRMSNorm
+from model.objectives import DEFAULT_OBJECTIVE, per_sample_loss
 from model.precision import autocast
 from model.schedule import lr_factor
 from model.train_config import TrainConfig
@@ -39,7 +40,9 @@ from model.train_config import TrainConfig
 Report = Callable[[dict[str, Any], Path | None], None]
 IDENTITY_KEYS = ("n_bars", "split_bar", "n_train", "n_val", "target", "horizon", "window", "vol_lookbacks",
                  "residual_to", "har", "leverage_lookbacks", "timezone",
-                 "features")  # data_identity's, with the scaler; features: the inputs' names (model/checkpoint.py)
+                 "features", "objective")  # data_identity's, with the scaler; features: the inputs' names
+# (model/checkpoint.py); objective: the loss the run is trained and validated by (an identity without it: the target's
+# default, the only loss there was)
 Progress = Callable[[int, int, int], None]
 
 
@@ -124,7 +127,7 @@ class Training:
                                     ModelConfig.from_dict(saved["model_config"]).to_dict()),
                                    ("training configuration", self.config.to_dict(),
                                     TrainConfig.from_dict(saved["train_config"]).to_dict()),
-                                   ("data", data_identity(self.data, keys=saved["data"]), saved["data"])):
+                                   ("data", *_identities(self.data, saved["data"]))):
             if mine != theirs:
                 raise ResumeMismatch(f"{path} was trained with other {what}; resume with the same data and "
                                      "settings, or train into a new --out")
@@ -184,12 +187,13 @@ class Training:
         batch_loss = torch.zeros((), device=self.device)
         mine = index[self.rank::self.world]  # this process's share; DDP averages gradients over the world
         parts = mine.split(self.micro_batch)
-        for i, part in enumerate(parts):  # the batch's mean squared error, accumulated part by part
+        objective, scale = self.data.objective, self.data.objective_scale
+        for i, part in enumerate(parts):  # the batch's mean loss (the objective's), accumulated part by part
             inputs, targets = (t.to(self.device) for t in self.data.batch(part))
             sync = self.world == 1 or i == len(parts) - 1  # DDP all-reduces once, on the last part
             with contextlib.nullcontext() if sync else self.net.no_sync():
                 with autocast(self.config.precision, self.device):
-                    loss = nn.functional.mse_loss(self.net(inputs), targets, reduction="sum") / len(index)
+                    loss = per_sample_loss(objective, self.net(inputs), targets, scale).sum() / len(index)
                 (loss * self.world).backward()
             batch_loss += loss.detach()
         if self.world > 1:
@@ -294,6 +298,14 @@ def data_identity(data: Dataset, keys: Iterable[str] | None = None) -> dict[str,
     return identity if keys is None else {k: identity[k] for k in keys if k in identity}
 
 
+def _identities(data: Dataset, saved: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The data's identity and a checkpoint's saved one, to compare: only the keys the saved one has, and the
+    objective (a saved identity made before objectives has none: its target's default)."""
+    if "objective" not in saved and "target" in saved:
+        saved = {**saved, "objective": DEFAULT_OBJECTIVE[saved["target"]]}
+    return data_identity(data, keys=saved), saved
+
+
 def e0_train_sample(train_index: np.ndarray, n: int) -> np.ndarray:
     """At most `n` of the training samples `train_index` (n_train,), evenly spaced from its first to its last
     -> (min(n, n_train),): the same for every trial of the same data."""
@@ -305,23 +317,25 @@ def e0_train_sample(train_index: np.ndarray, n: int) -> np.ndarray:
 @torch.inference_mode()
 def evaluate(model: nn.Module, data: Dataset, index: np.ndarray, batch_size: int, device: torch.device,
              rank: int = 0, world: int = 1, precision: str = "fp32") -> float:
-    """Mean squared error over the samples ending at bars `index` (n,), in scaled target units.
+    """The mean loss, by the data's objective (model/objectives.py; mse_log: the mean squared error in scaled target
+    units), over the samples ending at bars `index` (n,).
 
     With world > 1 each process evaluates every world-th sample and the sums are all-reduced;
     `precision` as in training (the forward pass under its autocast, the error in float32).
     """
     model.eval()
-    total = torch.zeros(2, dtype=torch.float64, device=device)  # (sum of squared errors, count)
+    total = torch.zeros(2, dtype=torch.float64, device=device)  # (sum of losses, count)
+    objective, scale = data.objective, data.objective_scale
     for part in torch.as_tensor(index)[rank::world].split(batch_size):
         inputs, targets = (t.to(device) for t in data.batch(part))  # (n, window, n_features), (n, 1)
         with autocast(precision, device):
             predictions = model(inputs)  # (n, 1)
-        total[0] += nn.functional.mse_loss(predictions.float(), targets, reduction="sum").double()
+        total[0] += per_sample_loss(objective, predictions.float(), targets, scale).sum().double()
         total[1] += len(part)
     if world > 1:
         dist.all_reduce(total)
-    squared, count = total.tolist()
-    return squared / count
+    losses, count = total.tolist()
+    return losses / count
 
 
 @torch.inference_mode()

@@ -55,3 +55,32 @@ def test_too_few_common_samples_are_refused(bars):
     made = np.arange(40, 40 + 2 * MIN_SCORED - 1)
     with pytest.raises(ValueError, match="too few to fit HAR on 50% of them and score the rest"):
         compare_forecasts(bars, "volatility", H, {"m": (bars.timestamp[made], actual[made])})
+
+
+@pytest.mark.parametrize("objective", ["qlike", "mse_var"])
+def test_forecasts_are_compared_by_the_objective_with_har_fitted_for_it(bars, objective):
+    from model.baselines import fit_har_for
+    from model.objectives import ObjectiveScale, per_sample_loss
+
+    (actual, persistence), log_range = actual_and_persistence(bars)
+    made = np.arange(40, len(bars) - H)
+    found = compare_forecasts(bars, "volatility", H, {"m": (bars.timestamp[made], actual[made] + 0.1)},
+                              objective=objective)
+    assert found.objective == objective and set(found.per_sample) == {"m", "har", "persistence"}
+    for name, losses in found.per_sample.items():
+        assert losses.shape == found.scored.shape
+        torch.testing.assert_close(found.losses[name], float(losses.mean()))
+    common = made[np.isfinite(persistence[made])]
+    fitted = common[: len(common) // 2]
+    fitted = fitted[fitted + H < found.scored[0]]
+    scale = ObjectiveScale(0.0, 1.0, float(np.mean(np.exp(2 * actual[fitted]))))  # the target's own units
+    past = past_quantities(bars.close, log_range, "volatility", har_lookbacks(H))
+    har = fit_har_for(objective, past, actual, fitted, scale).forecast(past, found.scored, scale)
+    torch.testing.assert_close(found.forecasts["har"], har)
+    torch.testing.assert_close(found.per_sample["m"], per_sample_loss(objective, actual[found.scored] + 0.1,
+                                                                       actual[found.scored], scale))
+
+
+def test_an_objective_that_does_not_fit_the_target_is_refused_by_compare_forecasts(bars):
+    with pytest.raises(ValueError, match=r"data.objective qlike: QLIKE ranks variance forecasts, and target return "):
+        compare_forecasts(bars, "return", H, {}, objective="qlike")

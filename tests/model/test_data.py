@@ -71,6 +71,7 @@ def test_load_dataset_shapes_and_dtypes(dataset, bars_file):
         "n_train": len(dataset.train_index), "n_val": len(dataset.val_index), "n_test": len(dataset.test_index),
         "target": "volatility", "horizon": CONFIG.horizon, "window": CONFIG.window, "features": list(BAR_FEATURES),
         "vol_lookbacks": [], "leverage_lookbacks": [], "residual_to": "none", "har": {"lookbacks": [1, 6, 24, 60], "coefficients": dataset.summary["har"]["coefficients"]},
+        "objective": "mse_log", "variance_mean": dataset.summary["variance_mean"],
     }
     assert len(dataset.summary["har"]["coefficients"]) == 5  # the intercept and one per lookback
 

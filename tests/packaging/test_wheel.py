@@ -18,7 +18,7 @@ from tuning.cli.data import arch_daily_bars
 from tuning.cli.main import build_parser
 from tuning.sweep_files import LEDGER, TEST_LOOK
 
-SHIPPED = ("model/", "tuning/", "search_spaces/")  # the checkout's folders whose files the wheel must hold
+SHIPPED = ("model/", "tuning/", "mamba_tune/", "search_spaces/")  # the checkout's folders whose files the wheel must hold
 
 
 @pytest.fixture(scope="module")
@@ -41,13 +41,13 @@ def test_wheel_holds_every_module_and_shipped_space_of_the_checkout(installed):
             if path.is_file() and "__pycache__" not in path.parts}
     assert "tuning/bars_import/__init__.py" in wanted and not wanted - held, sorted(wanted - held)
     tops = {path.name for path in site.iterdir() if path.is_dir() and not path.name.endswith(".dist-info")}
-    assert tops == {"model", "tuning", "search_spaces"}  # no tests/, bench/ or build leftovers
+    assert tops == {"model", "tuning", "mamba_tune", "search_spaces"}  # no tests/, bench/ or build leftovers
 
 
 def test_wheel_modules_import_from_the_fresh_venv_alone(installed, elsewhere):
     packages = {name.rpartition("/")[0].replace("/", ".") for name in checkout_files()
                 if name.startswith(SHIPPED) and name.endswith(".py")}
-    modules = sorted(packages | {"tuning.cli.main", "tuning.cli.data", "tuning.search.shipped_spaces"})
+    modules = sorted(packages | {"tuning.cli.main", "tuning.cli.data", "tuning.search.shipped_spaces", "mamba_tune"})
     script = ("import importlib, json, sys\n"
               "found = {name: importlib.import_module(name) for name in sys.argv[1:]}\n"
               "print(json.dumps({name: m.__file__ or list(m.__path__)[0] for name, m in found.items()}))")

@@ -8,6 +8,7 @@ import torch
 from mlflow import MlflowClient
 
 from model.checkpoint import load_checkpoint
+from tuning.tracking.objective import OBJECTIVE_TAG, metric_key
 from tuning.tracking.store import EPOCH_METRICS
 
 TRIAL_ARTIFACTS = {"checkpoint/best.pt", "config.yaml", "loss_curve.png"}
@@ -38,9 +39,9 @@ def assert_sweep_logged(uri: str, name: str, records: dict[str, dict], tmp_path,
     assert parent.info.status == "FINISHED"
     files = artifact_files(client, parent.info.run_id)
     assert files - IMPORTANCES == SWEEP_ARTIFACTS and files & IMPORTANCES in (set(), IMPORTANCES), files
-    assert {"sweep.trials", "search.learning_rate", "gate.epoch", "data.n_bars", "baseline.persistence",
-            "baseline.har"} <= set(
-        parent.data.params)
+    objective = parent.data.tags[OBJECTIVE_TAG]  # every loss's units, and the suffix of its key
+    assert {"sweep.trials", "search.learning_rate", "gate.epoch", "data.n_bars", f"baseline.persistence_{objective}",
+            f"baseline.har_{objective}"} <= set(parent.data.params)
     trials = {r.data.tags["trial_id"]: r for r in runs
               if r.data.tags.get("mamba_tune.role") == "trial" and r.data.tags.get("stop_reason") != "lost"}
     lost = [r for r in runs if r.data.tags.get("stop_reason") == "lost"]  # started by a driver killed outright
@@ -55,15 +56,16 @@ def assert_sweep_logged(uri: str, name: str, records: dict[str, dict], tmp_path,
     for trial_id, record in records.items():
         run = trials[trial_id]
         tags, params = run.data.tags, run.data.params
-        assert tags["mlflow.parentRunId"] == parent.info.run_id
+        assert tags["mlflow.parentRunId"] == parent.info.run_id and tags[OBJECTIVE_TAG] == objective
         assert (tags["stop_reason"], int(tags["stop_epoch"])) == (record["stop_reason"], record["stop_epoch"])
         assert run.info.status == ("FAILED" if record["stop_reason"] in ("nan", "error") else "FINISHED")
         for key, name in (("learning_rate", "train.lr"), ("weight_decay", "train.weight_decay"),
                           ("batch_size", "train.batch_size")):  # under the setting's one dotted name
             assert params[name] == str(record["params"][key]) and key not in params
         assert {"model.d_model", "train.epochs", "data.window"} <= set(params)
-        assert set(EPOCH_METRICS) <= set(run.data.metrics)
-        history = sorted((m.step, m.value) for m in client.get_metric_history(run.info.run_id, "val_loss"))
+        assert {metric_key(k, objective) for k in EPOCH_METRICS} <= set(run.data.metrics)
+        history = sorted((m.step, m.value) for m in client.get_metric_history(run.info.run_id,
+                                                                               metric_key("val_loss", objective)))
         assert [step for step, _ in history] == list(range(record["stop_epoch"] + 1))  # every epoch, once
         best = min(value for _, value in history if math.isfinite(value))
         torch.testing.assert_close(best, record["best_val_loss"], rtol=1e-9, atol=0)

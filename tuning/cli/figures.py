@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from tuning.tracking.objective import title
+
 BASELINE_LABELS = (("har", "HAR"), ("persistence", "persistence"), ("mean", "train mean"))
 
 
@@ -24,8 +26,10 @@ def versus_baselines(loss: float, scores: dict[str, Any]) -> str:
 
 
 def one_look_line(scores: dict[str, Any], source: str) -> str:
-    """The one look at the test segment, as `train`, `sweep` and `best` print it; source: what was scored."""
-    return (f"test loss {scores['test_loss']:.4f} on {scores['n_test']:,} test samples ({source}); "
+    """The one look at the test segment, as `train`, `sweep` and `best` print it; source: what was scored. The
+    objective its losses are in is named where the look records it (every look since objectives)."""
+    objective = f"; {title(scores['objective'])}" if scores.get("objective") else ""
+    return (f"test loss {scores['test_loss']:.4f} on {scores['n_test']:,} test samples ({source}{objective}); "
             f"{versus_baselines(scores['test_loss'], scores)}")
 
 

@@ -24,7 +24,9 @@ def add_command(commands: argparse._SubParsersAction) -> None:
                           "mamba-tune list --storage s3://bucket/sweeps"),
                          "List the sweeps in a storage folder, oldest first: running (its driver is alive), "
                          "finished, or interrupted (continue it with `mamba-tune resume NAME`); the search trials "
-                         "finished of those asked for; the winner's best validation loss and its test loss. With a "
+                         "finished of those asked for; the winner's best validation loss and its test loss, in the "
+                         "units of the sweep's objective (the objective column: mse_log, mse_var, qlike or mse). "
+                         "With a "
                          "URI storage, the sweeps whose records are copied there; one this machine does not keep "
                          "and that is not finished is 'not finished (stored)': another head may be running it, "
                          "or its head was lost (`mamba-tune resume NAME --storage URI` continues it here).")
@@ -54,14 +56,15 @@ def cmd_list(args: argparse.Namespace) -> int:
         try:
             s = summary()
         except (OSError, ValueError, KeyError, TypeError, InputError) as exc:
-            rows.append(("", name, f"unreadable ({str(exc).splitlines()[0]})", "", "", ""))
+            rows.append(("", name, f"unreadable ({str(exc).splitlines()[0]})", "", "", "", ""))
             continue
         state = f"{s.state} ({s.driver})" if s.driver else s.state
         rows.append((s.started, s.name, state, f"{s.finished}/{s.trials}", _loss(s.best_val_loss),
-                     _loss(s.test_loss)))
-    print(f"{'name':<20} {'state':<24} {'trials':>7} {'best val':>9} {'test':>9}  started (UTC)")
-    for started, name, state, trials, val, test in sorted(rows):
-        print(f"{name:<20} {state:<24} {trials:>7} {val:>9} {test:>9}  {started.replace('T', ' ')[:19]}")
+                     _loss(s.test_loss), s.objective))
+    print(f"{'name':<20} {'state':<24} {'trials':>7} {'best val':>9} {'test':>9}  {'objective':<9}  started (UTC)")
+    for started, name, state, trials, val, test, objective in sorted(rows):  # losses in their objective's units
+        print(f"{name:<20} {state:<24} {trials:>7} {val:>9} {test:>9}  {objective:<9}  "
+              f"{started.replace('T', ' ')[:19]}")
     return 0
 
 

@@ -1,7 +1,9 @@
 """`mamba-tune`: the command line. The only place that prints.
 
 Exit codes: 0 success; 1 failure; 2 bad input, reported as one line
-`error: <what>, <rule>, <fix>` on stderr, with no traceback.
+`error: <what>, <rule>, <fix>` on stderr, with no traceback; 130 interrupted; a command's own (`sweep --help`).
+The commands are parsed and run by parse_command and run_command, which raise rather than print: `main` is the CLI's
+shell over them, the Python API (mamba_tune/, docs/python-api.md) the other.
 """
 
 from __future__ import annotations
@@ -9,7 +11,8 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from model.errors import InputError
@@ -150,14 +153,42 @@ def _version() -> str:
         return "unknown (not installed)"
 
 
+def parse_command(argv: Sequence[str]) -> argparse.Namespace:
+    """The parsed arguments of `argv` (the words after `mamba-tune`). Raises InputError for bad ones, its message
+    with no --set value in it (see run_command)."""
+    with _no_set_values(argv):
+        return build_parser().parse_args(list(argv))
+
+
+def run_command(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    """Run the command `args` (parse_command of `argv`) names: its exit code (0 success, 1 failure, 130 interrupted,
+    or a command's own). Bad input is raised, never printed: InputError, its one line with no --set value of `argv`
+    in it; so is KeyboardInterrupt. The CLI (main) and the Python API (mamba_tune/) both run commands here."""
+    with _no_set_values(argv):
+        return args.run(args)
+
+
+@contextmanager
+def _no_set_values(argv: Sequence[str]) -> Iterator[None]:
+    """An InputError raised inside goes on with the value of every --set pair of `argv` hidden in its message (a
+    --set value may be a webhook URL, a secret); model/errors.py: InputError."""
+    try:
+        yield
+    except InputError as exc:
+        shown = hide_set_values(str(exc), _set_pairs(argv))
+        if shown != str(exc):
+            exc.args = (shown,)
+        raise
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    words = list(sys.argv[1:] if argv is None else argv)
     args = None
     try:
-        args = build_parser().parse_args(argv)
-        return args.run(args)
+        args = parse_command(words)
+        return run_command(args, words)
     except InputError as exc:  # every error a user can fix: model/errors.py; no --set value repeated
-        print(f"error: {hide_set_values(str(exc), _set_pairs(sys.argv[1:] if argv is None else argv))}",
-              file=sys.stderr)
+        print(f"error: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:  # a path that cannot be written or read: say which, no traceback
         where = f"{exc.filename}: " if exc.filename else ""

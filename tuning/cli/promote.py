@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from tuning.cli.data_common import add_column_option, add_data_option, parse_columns
 from tuning.cli.help import subcommand
@@ -15,7 +16,8 @@ def add_command(commands: argparse._SubParsersAction) -> None:
         ("mamba-tune promote mamba-forecaster --data runs/new-bars.parquet",
          "mamba-tune promote mamba-forecaster --data new.parquet --tracking-uri http://mlflow:5000"),
         "Score MODEL@challenger and MODEL@champion on bars that came after the data of both, next to HAR and "
-        "persistence on the same samples, with a Diebold-Mariano test of the challenger against each model and "
+        "persistence on the same samples, by the challenger's objective (QLIKE, MSE of variance or of log volatility: "
+        "what its sweep ranked by), with a Diebold-Mariano test of the challenger against each model and "
         "HAR; move @champion to the challenger when its loss is lower (with --alpha A: lower with p < A), or when "
         "there is no champion yet; record the comparison as a run of the experiment production. Exit 0 whichever "
         "wins.")
@@ -33,6 +35,7 @@ def add_command(commands: argparse._SubParsersAction) -> None:
 
 def cmd_promote(args: argparse.Namespace) -> int:
     from model.bars import read_bars
+    from tuning.tracking.objective import title
     from tuning.tracking.promotion import CHALLENGER, CHAMPION, check_alpha, promote, verdict_line
     from tuning.tracking.registry import DEFAULT_EXPERIMENT, check_model_name
     from tuning.tracking.store import open_store, resolve_store
@@ -45,7 +48,7 @@ def cmd_promote(args: argparse.Namespace) -> int:
     verdict = promote(store, args.model, bars, args.experiment or DEFAULT_EXPERIMENT, args.alpha)
     losses, c = verdict.comparison.losses, verdict.comparison
     print(f"{args.model} on {len(c.scored):,} samples of {args.data} (HAR fitted on the {c.n_fit:,} before them), "
-          f"MSE in {verdict.challenger.target} units:")
+          f"{_losses_in(verdict, title)}:")
     versions = {CHALLENGER: verdict.challenger, CHAMPION: verdict.champion}
     for label in (CHALLENGER, CHAMPION, "har", "persistence"):
         if label in losses:
@@ -57,3 +60,13 @@ def cmd_promote(args: argparse.Namespace) -> int:
     print(verdict_line(verdict, args.model))
     print(f"recorded: run {verdict.run_id} (experiment {args.experiment or DEFAULT_EXPERIMENT}) in {store.describe()}")
     return 0
+
+
+def _losses_in(verdict: Any, title: Any) -> str:
+    """What the printed losses are: "MSE of log volatility (mse_log)", in the target's units where squared errors."""
+    objective = verdict.objective
+    units = f" in {verdict.challenger.target} units" if objective in ("mse_log", "mse") else ""
+    champion = verdict.champion
+    other = f"; the champion was chosen by {title(champion.objective)}" if champion is not None and \
+        champion.objective != objective else ""
+    return f"{title(objective)} ({objective}, the challenger's objective){units}{other}"

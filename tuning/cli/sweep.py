@@ -14,6 +14,7 @@ from typing import Any
 from tuning.cli.data_common import add_column_option, add_data_option, inputs_line, parse_columns, require_bars_file
 from tuning.cli.help import subcommand
 from tuning.cli.store_options import add_storage_option, add_tracking_uri_option
+from tuning.cli.sweep_end import no_winner
 from tuning.cli.sweep_eta import SweepClock
 from tuning.cli.sweep_flags import add_setting_flags, described_with_flags, flag_settings, with_flag_sets
 from tuning.cli.sweep_name import ray_job_name
@@ -21,10 +22,18 @@ from tuning.cli.sweep_notify import add_notify_option, notified, notify_url, res
 from tuning.cli.sweep_progress import SweepProgress
 from tuning.cli.sweep_report import print_finalists, print_leaderboard, print_test_look
 from tuning.cli.sweep_signals import handle_sigterm_as_ctrl_c, stops_as_ctrl_c_on_sigterm
+from tuning.cli.sweep_warm_start import (
+    add_warm_start,
+    add_warm_start_options,
+    record_warm_start,
+    warm_plan,
+    warm_source,
+)
 from tuning.cluster.ray_address import ray_address
 from tuning.errors import UsageError
 from tuning.search.eta import SweepBudget, confirm_runs
 from tuning.search.finalists import CONFIRM, SEARCH, pending_runs, winner
+from tuning.search.gate_verdict import NO_WINNER_EXIT, gate_verdict
 from tuning.search.ledger import Ledger
 from tuning.search.overrides import parse_sets, placed, with_sets
 from tuning.search.resources import fullest_plan, gpus_on
@@ -42,21 +51,33 @@ from tuning.sweep_files import (
     unwritable_reason,
     valid_name,
 )
+from tuning.tracking.objective import loss_units
 from tuning.tracking.store import open_store, resolve_store
 from tuning.yaml_io import read_yaml
+
+# What `sweep` and `resume` exit with, listed in their --help (docs/sweeps.md says the same)
+EXIT_CODES = ((0, "the sweep ended with a winner (its look at the test segment taken)"),
+              (1, "it ended without one for a failure: every trial failed, a confirmation run or the look at the test "
+                  "segment failed (the error line says why; `resume` tries again)"),
+              (2, "bad input: the line says what, the rule and the fix; nothing was written"),
+              (NO_WINNER_EXIT, "no trial passed the gate: every trial ran, none beat it, so there is no winner; the "
+                               "sweep says how the best did against HAR at the gate's epoch, and what may change it"),
+              (130, "interrupted (Ctrl-C, SIGTERM): `mamba-tune resume NAME` continues it"))
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
     sweep = subcommand(commands, "sweep", "tune learning rate, weight decay, batch size or any setting with Ray Tune",
                         ("mamba-tune sweep --data runs/demo/bars.parquet --space search_spaces/smoke.yaml",
                          "mamba-tune sweep --data bars.parquet --space search_spaces/default.yaml --address auto "
-                         "--storage s3://bucket/sweeps --tracking-uri http://mlflow:5000"),
+                         "--storage s3://bucket/sweeps --tracking-uri http://mlflow:5000",
+                         "mamba-tune sweep --data bars.parquet --space default --name wider --warm-start smoke  "
+                         "# from what sweep smoke learned"),
                         "Tune the settings the space searches (learning rate, weight decay, batch size, and any "
                         "model, data or train setting by its dotted name): Ray Tune runs each trial under Ray Train, "
-                        "Optuna's sampler (TPE unless the space names another) picks the parameters, ASHA and the "
-                        "epoch gate stop poor trials, the best are confirmed over seeds and folds, and the winner is "
-                        "scored once on the test segment. "
-                        "Every trial is logged to MLflow.")
+                        "Optuna's sampler (TPE unless the space names another) picks the parameters, the stopping "
+                        "rule (ASHA unless scheduler.kind names another) and the epoch gate stop poor trials, the "
+                        "best are confirmed over seeds and folds, and the winner is scored once on the test segment. "
+                        "Every trial is logged to MLflow.", EXIT_CODES)
     add_data_option(sweep, "Parquet file of bars")
     sweep.add_argument("--space", required=True, type=space_path,
                        help="search space: a shipped one by name (e.g. smoke) or a YAML file (e.g. my-space.yaml)")
@@ -78,6 +99,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
                        help="set a setting of the space by its dotted name, over the file's, e.g. --set "
                        "scheduler.max_epochs=20 --set search.learning_rate.high=3e-3 (repeatable; the manifest and "
                        "MLflow keep the space as run)")
+    add_warm_start_options(sweep)  # --warm-start, --warm-start-storage
     _storage_and_address(sweep)
     sweep.set_defaults(run=cmd_sweep)
 
@@ -87,7 +109,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
                          "Continue an interrupted sweep where it stopped: finished trials are kept, interrupted "
                          "ones resume from their last checkpoint, the same Optuna study and MLflow runs go on. "
                          "With --trials N, a sweep (finished or not) goes on to N search trials: TPE learns from "
-                         "every trial the study holds, ASHA's rungs hold every trial run so far.")
+                         "every trial the study holds, ASHA's rungs hold every trial run so far.", EXIT_CODES)
     resume.add_argument("name", help="the sweep's name")
     resume.add_argument("--trials", type=int, metavar="N", help="search trials in all, more than the sweep has "
                         "asked for (default: those it asked for)")
@@ -116,7 +138,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     notify = notify_url(args.notify, space)
     # the webhook URL is a secret: from here on in no space, so in no file, Ray Tune state or MLflow run
     space_values, space = {k: v for k, v in space_values.items() if k != "notify"}, replace(space, notify=None)
-    name = ray_job_name() if args.name_from_ray_job else args.name or space.name
+    name = args.sweep_name = ray_job_name() if args.name_from_ray_job else args.name or space.name  # the API reads it
     if not valid_name(name):
         raise UsageError(f"--name {name!r}: use letters, digits, '-' or '_'")
     trials = space.trials  # --trials is the space's trials (the space checks it against confirm.top_k)
@@ -127,6 +149,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         check_study_url(args.study_url)  # before anything is imported or written
     paths = replace(sweep_paths(args.storage, name), study=args.study_url)
     check_new(paths)
+    warm = warm_source(args, space)  # a sweep that is not there, or searched nothing this one does: refused now
     ray_address(args.address)  # an address no Ray answers at: refused before the bars are read
 
     from model.bars_enough import TooFewBars, require_enough_bars
@@ -166,8 +189,13 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                 space_values = pack_trials(space_values, probe)
             space = parse_space(space_values, str(args.space))
             plan = fullest_plan(space.resources, views)
+        warm_start = warm_plan(warm, space, args.data, data)  # planned from what was read: nothing written yet
+        if warm_start is not None:
+            add_warm_start(paths, warm_start)  # into the new study; a failed add leaves nothing
         manifest = session.write_manifest(paths, args.data, space_values, trials, data, store.uri, probe,
                                           webhook_set=notify is not None)
+        if warm_start is not None:
+            manifest = record_warm_start(paths, manifest, warm_start)
         return notified(notify, lambda: _run(session, paths, space, data, manifest, plan, (store, client), args.storage,
                                              resume=False), paths, trials, store, manifest.sweep_id,
                         _resume_hint(paths, args.storage))
@@ -231,11 +259,13 @@ def _finish(session: Any, store: Any, paths: SweepPaths, manifest: SweepManifest
     session.end_lost_trials(paths)
     done = session.finish(store, paths, manifest, space, data)
     _unsent(done.tracking_unsent)
-    print_leaderboard(records)
+    print_leaderboard(records, data.objective)
     print_finalists(records, space)
     if not done.looked:
         print(f"sweep {paths.name} has finished all {manifest.trials} trials and its confirmation runs; "
               "nothing to resume")
+        if gate_verdict(records, space.gate, space.scheduler.max_epochs) is not None:
+            return no_winner(records, space, paths.folder, (store, paths.name, manifest.sweep_id))  # said again
         return 0
     if done.look_failure:
         print(f"error: test segment: {done.look_failure}; `mamba-tune resume {paths.name}{storage_flag(storage)}` "
@@ -318,10 +348,9 @@ def _run_sweep(session: Any, paths: Any, space: Any, data: Any, manifest: SweepM
     print(f"data: {summary['n_bars']:,} bars, {summary['n_train']:,} training / {summary['n_val']:,} validation / "
           f"{summary['n_test']:,} test samples (the sweep never reads the test segment)")
     print(inputs_line(data.n_features, summary["features"]))
-    print(f"baselines (validation MSE, scaled): HAR {data.baselines['har']:.4f}, "
+    print(f"baselines (validation {loss_units(data.objective)}): HAR {data.baselines['har']:.4f}, "
           f"persistence {data.baselines['persistence']:.4f}, train mean {data.baselines['mean']:.4f}")
-    print(f"stopping: ASHA (grace {space.scheduler.grace_period}, reduction {space.scheduler.reduction_factor}, "
-          f"max {space.scheduler.max_epochs} epochs), gate at epoch {space.gate.epoch}")
+    print(f"stopping: {space.scheduler.describe()}, gate at epoch {space.gate.epoch}")
     print(f"results: {paths.folder} (trials.json; Ray Tune experiment {paths.experiment})")
     print(f"study:   {paths.study_url}  (browse: optuna-dashboard {paths.study_url})")
     print(f"mlflow:  experiment {paths.name} in {store.describe()}")
@@ -336,17 +365,13 @@ def _run_sweep(session: Any, paths: Any, space: Any, data: Any, manifest: SweepM
     _unsent(outcome.tracking_unsent)
     records = outcome.records
     print()
-    print_leaderboard(records)
+    print_leaderboard(records, data.objective)
     print_finalists(records, space)
     if outcome.interrupted:
         return _incomplete(records, space, trials, resume_hint)
     best = winner(records, space.confirm, space.run.train.seed)
     if best is None:
-        reasons = ", ".join(f"{n} {k}" for k in ("asha", "gate", "invalid", "nan", "error")
-                            if (n := sum(r.stop_reason == k for r in records)))
-        print(f"error: no trial ran all {space.scheduler.max_epochs} epochs ({reasons}); see "
-              f"{paths.folder}/trials.json, then widen the space or relax the gate", file=sys.stderr)
-        return 1
+        return no_winner(records, space, paths.folder, (store, paths.name, manifest.sweep_id))
     confirmed = " (the confirmed winner)" if space.confirm else ""
     print(f"\nbest: trial {best.trial_id}{confirmed}; export it with `mamba-tune best {paths.name}"
           f"{storage_flag(storage)}`")

@@ -19,6 +19,7 @@ from typing import Any
 from tuning.cli.figures import verdict_line
 from tuning.errors import UsageError
 from tuning.search.finalists import SEARCH
+from tuning.search.gate_verdict import NO_WINNER_EXIT
 from tuning.search.ledger import Ledger, best_record
 from tuning.search.notify_config import WEBHOOK_ENV, webhook_host, webhook_problem
 from tuning.sweep.notification import ENDED, FAILED, INTERRUPTED, NotifyError, SweepEnd, notification, post, within
@@ -93,7 +94,7 @@ def notified(url: str | None, run: Callable[[], int], paths: SweepPaths, trials:
     except Exception as exc:
         tell(FAILED, _first_line(exc))
         raise
-    status = ENDED if code == 0 else INTERRUPTED if code == 130 else FAILED
+    status = ENDED if code in (0, NO_WINNER_EXIT) else INTERRUPTED if code == 130 else FAILED
     tell(status, None if status != FAILED else f"exit code {code}; its error line says why")
     return code
 
@@ -109,7 +110,22 @@ def sweep_end(status: str, paths: SweepPaths, trials: int, store: Any, sweep_id:
         if "vs_har" in last else None
     run, link = _mlflow_run(store, paths.name, sweep_id)
     return SweepEnd(paths.name, status, len(searched), trials, best.best_val_loss if best else None, verdict,
-                    store.uri, run, link, error, resume_hint)
+                    store.uri, run, link, error, resume_hint, _objective(paths))
+
+
+def _objective(paths: SweepPaths) -> str | None:
+    """The sweep's objective, from the space its sweep.json keeps; None where that cannot be read."""
+    import json
+
+    from tuning.search.space import parse_space
+    from tuning.sweep_files import MANIFEST
+    from tuning.tracking.objective import objective_of
+
+    try:
+        space = json.loads((paths.folder / MANIFEST).read_text())["space"]
+        return objective_of(parse_space(space, str(paths.folder / MANIFEST), stored=True).run.data)
+    except Exception:  # noqa: BLE001 - a notification says what it knows
+        return None
 
 
 def send(url: str, end: SweepEnd) -> None:

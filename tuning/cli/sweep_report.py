@@ -10,12 +10,18 @@ from tuning.search.finalists import finalist_scores
 from tuning.search.ledger import TrialRecord, leaderboard
 from tuning.search.param_text import column, other_params_text, params_text
 from tuning.sweep_files import TEST_LOOK, read_test_looks, sweep_looks
+from tuning.tracking.objective import loss_units
 
 
-def print_leaderboard(records: list[TrialRecord]) -> None:
+def print_leaderboard(records: list[TrialRecord], objective: str | None = None) -> None:
+    """Every finished trial, best first; with `objective`, a line naming the units of its losses first. vs HAR and vs
+    pers. are the best val over HAR's and persistence's validation loss, both the objective's."""
     if not records:
         print("no trial has finished")
         return
+    if objective is not None:
+        print(f"losses: validation {loss_units(objective)}; vs HAR, vs pers.: over HAR's and persistence's, by the "
+              "same objective")
     print(f"{'rank':<5}{'trial':<14}{'lr':>9}{'wd':>9}{'batch':>7}  {'ended':<14}{'best val':>9}{'@':>4}"
           f"{'vs E0':>8}{'vs HAR':>8}{'vs pers.':>9}")
     for rank, r in enumerate(leaderboard(records), start=1):

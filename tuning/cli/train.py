@@ -24,6 +24,7 @@ from tuning.errors import UsageError
 from tuning.search.overrides import described, parse_sets, shown_key, with_sets
 from tuning.search.recipe import TrainingRecipe
 from tuning.search.searchable import setting_name
+from tuning.tracking.objective import loss_units, title
 from tuning.yaml_io import read_yaml
 
 if TYPE_CHECKING:
@@ -102,7 +103,7 @@ def cmd_train(args: argparse.Namespace) -> int:
           f"{data.summary['n_val']:,} validation and {data.summary['n_test']:,} test samples, "
           f"target {config.data.target} over {over}")
     print(inputs_line(data.n_features, data.summary["features"]))
-    print(f"baselines (validation MSE, scaled): HAR {data.baselines['har']:.4f}, "
+    print(f"baselines (validation {loss_units(data.objective)}): HAR {data.baselines['har']:.4f}, "
           f"persistence {data.baselines['persistence']:.4f}, train mean {data.baselines['mean']:.4f}")
     stop = config.tuned.last_epoch if config.tuned is not None else config.train.epochs
     if config.tuned is not None:
@@ -131,7 +132,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     bar.close()
     if refit and result.status != "nan":  # nothing to choose by: the model shipped is the last epoch's
         result = _last_epoch_is_best(args.out, result)
-    _print_summary(result, args.out)
+    _print_summary(result, args.out, data.objective)
     if result.status == "nan":
         print(f"error: training diverged at epoch {result.stop_epoch} (a non-finite loss or gradient), "
               "nothing from that epoch was saved; lower --lr", file=sys.stderr)
@@ -286,7 +287,7 @@ class _ProgressBar:
             sys.stderr.write("\r\033[K")
 
 
-def _print_summary(result: FitResult, out: Path) -> None:
+def _print_summary(result: FitResult, out: Path, objective: str = "mse_log") -> None:
     history = result.history
     if not history:
         return
@@ -296,7 +297,8 @@ def _print_summary(result: FitResult, out: Path) -> None:
         ("status", f"{result.status} at epoch {result.stop_epoch}"),
         ("best epoch", f"{result.best_epoch}" + ("  (the initialisation: nothing was learned)"
                                                  if result.best_epoch == 0 else "")),
-        ("best val loss", f"{result.best_val_loss:.4f}  (E0 {e0:.4f}, {best['improvement_over_e0']:+.1%} better)"),
+        ("best val loss", f"{result.best_val_loss:.4f}  (E0 {e0:.4f}, {best['improvement_over_e0']:+.1%} better; "
+                          f"{title(objective)})"),
         ("vs baselines", versus_baselines(result.best_val_loss, best)),
         ("overfit ratio", f"{best['overfit_ratio']:.2f} (val/train at the best epoch)"),
         ("files", f"{out}/config.yaml, metrics.json, best.pt, last.pt"),

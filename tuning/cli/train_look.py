@@ -138,12 +138,13 @@ def score_test_segment(args: argparse.Namespace, config: TrainingRecipe, data: D
               f"scoring it is a look the sweep counts; take it with: {_look_command(args)} (with --storage where "
               f"the sweep is not in {default_storage()})")
         return 0
-    from model.holdout import har_squared_errors, score_squared_errors, squared_errors_on_test_segment
+    from model.holdout import har_losses, losses_on_test_segment, score_losses
     from model.verdict import overlap, versus
 
     source = f"best.pt, epoch {best_epoch}"
     if looked is None:  # bars no sweep held out: in the open, as any run's
-        scores = score_squared_errors(squared_errors_on_test_segment([out / "best.pt"], data), data)
+        scores = {"objective": data.objective,
+                  **score_losses(losses_on_test_segment([out / "best.pt"], data), data)}
         write_text_atomic(out / "test.json", json.dumps(scores, indent=1))
         print(f"{one_look_line(scores, source)}; in {out}/test.json")
         return 0
@@ -158,9 +159,9 @@ def score_test_segment(args: argparse.Namespace, config: TrainingRecipe, data: D
         print(f"error: {exc}" + ("" if kept in str(exc) else f"; {kept}"), file=sys.stderr)
         return 1
     with driving(looked.folder):  # no `resume` starts while the look is added and kept
-        errors = squared_errors_on_test_segment([out / "best.pt"], data)  # (n_test,)
-        scores = score_squared_errors(errors, data)
-        vs_har = versus(errors, har_squared_errors(data), overlap(data.summary["target"], data.summary["horizon"]))
+        losses = losses_on_test_segment([out / "best.pt"], data)  # (n_test,)
+        scores = {"objective": data.objective, **score_losses(losses, data)}  # losses: the objective's
+        vs_har = versus(losses, har_losses(data), overlap(data.summary["target"], data.summary["horizon"]))
         look = append_look(looked.folder, {"by": TRAIN_LOOK, "refit": config.tuned.refit,
                                            "out": str(Path(out).resolve()), "trial_id": config.tuned.trial,
                                            "best_epoch": best_epoch, **scores, "vs_har": vs_har})

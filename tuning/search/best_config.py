@@ -27,7 +27,7 @@ def write_best_config(space: SweepSpace, best: TrialRecord, sweep_name: str, dat
     command = train_command(data_path, out)
     notes = [f"The winner of sweep {sweep_name}: trial {best.trial_id}, val_loss {best.best_val_loss:.4f} at epoch "
              f"{best.best_epoch} of {best.stop_epoch} (E0 {best.e0_val_loss:.4f}, HAR {best.baseline_har:.4f}, "
-             f"persistence {best.baseline_persistence:.4f})."]
+             f"persistence {best.baseline_persistence:.4f}); every loss is the objective {space.run.data.loss}'s."]
     if unconfirmed:
         s = confirmed[0]
         scored = f"mean best val_loss {s.mean:.4f}" if s.n else "none scored yet"

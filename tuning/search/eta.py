@@ -1,12 +1,15 @@
-"""How long a sweep has left: its runs' epochs still to train, under ASHA, at the epoch time seen so far.
+"""How long a sweep has left: its runs' epochs still to train, under its stopping rule, at the epoch time seen so far.
 
 Pure: the CLI's progress line (tuning/cli/sweep.py) measures the times and counts the runs, and calls these.
 
 A search trial at epoch e runs on to the next rung of ASHA (or max_epochs) for sure, and past each rung with
-probability 1 / reduction_factor, ASHA's own promotion rate: the expected budget of a trial, in epochs. It is an
-estimate, not a bound: the gate and a non-finite loss stop trials sooner; ASHA, which compares a trial only with
-those that reached its rung before it, lets the first trials of a sweep go further. A confirmation run has no
-scheduler and goes to max_epochs. Runs share `concurrency` slots; the search ends before confirmation starts.
+probability 1 / reduction_factor, ASHA's own promotion rate: the expected budget of a trial, in epochs. Under
+Hyperband the same in each bracket, weighted by the chance Ray puts a trial there (schedulers/brackets.py): a later
+bracket's first cut is later, so its trials train longer. It is an estimate, not a bound: the gate and a non-finite
+loss stop trials sooner; ASHA, which compares a trial only with those that reached its rung before it, lets the
+first trials of a sweep go further; a running trial's bracket is taken at those chances, not from its id. A
+confirmation run has no scheduler and goes to max_epochs. Runs share `concurrency` slots; the search ends before
+confirmation starts.
 """
 
 from __future__ import annotations
@@ -15,23 +18,36 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tuning.search.finalists import ConfirmConfig
+from tuning.search.schedulers.brackets import bracket_rungs, bracket_weights
 from tuning.search.space import SchedulerConfig
 
 
 def rungs(scheduler: SchedulerConfig) -> tuple[int, ...]:
-    """ASHA's rungs below max_epochs, in epochs: grace_period * reduction_factor^k (a rung at max_epochs stops
-    nothing: the trial ends there anyway)."""
-    found, milestone = [], scheduler.grace_period
-    while milestone < scheduler.max_epochs:
-        found.append(milestone)
-        milestone *= scheduler.reduction_factor
-    return tuple(found)
+    """The stopping rule's rungs below max_epochs, in epochs: ASHA's (and Hyperband's first bracket's) at
+    grace_period * reduction_factor^k (a rung at max_epochs stops nothing: the trial ends there anyway). `none` runs
+    every trial to max_epochs and the median rule has no fixed cut: no rungs (an upper bound)."""
+    return _brackets(scheduler)[0]
 
 
 def trial_epochs_left(epoch: int, scheduler: SchedulerConfig) -> float:
-    """The epochs a search trial that has trained `epoch` epochs (0: none yet) is expected to train still."""
+    """The epochs a search trial that has trained `epoch` epochs (0: none yet) is expected to train still: each
+    bracket's (one but under Hyperband) weighted by the chance a trial is in it."""
+    brackets = _brackets(scheduler)
+    weights = bracket_weights([len(b) for b in bracket_rungs(scheduler)]) if len(brackets) > 1 else [1.0]
+    return sum(w * _epochs_left(epoch, milestones, scheduler) for w, milestones in zip(weights, brackets, strict=True))
+
+
+def _brackets(scheduler: SchedulerConfig) -> list[tuple[int, ...]]:
+    """Each bracket's rungs below max_epochs (one bracket, no rungs, for `none` and the median rule)."""
+    if scheduler.kind in ("none", "median"):
+        return [()]
+    return [tuple(m for m in milestones if m < scheduler.max_epochs) for milestones in bracket_rungs(scheduler)]
+
+
+def _epochs_left(epoch: int, milestones: tuple[int, ...], scheduler: SchedulerConfig) -> float:
+    """A trial's expected epochs still to train in a bracket with these rungs (below max_epochs)."""
     left, kept, at = 0.0, 1.0, epoch
-    for milestone in (*rungs(scheduler), scheduler.max_epochs):
+    for milestone in (*milestones, scheduler.max_epochs):
         if milestone > at:
             left += kept * (milestone - at)
             at = milestone

@@ -82,7 +82,8 @@ def stop_reason(gate: GateConfig, max_epochs: int, last: dict | None, errored: b
 
     last: the trial's last result (epoch, val_loss, e0_val_loss, the baseline_* losses), or
     None when it reported nothing; errored: the trial raised. A trial that ended before
-    max_epochs without tripping the gate or going non-finite was stopped by ASHA.
+    max_epochs without tripping the gate or going non-finite was stopped by the stopping rule
+    (ASHA, Hyperband or the median rule: recorded "asha", as before).
     """
     epoch = int(last["epoch"]) if last and "epoch" in last else 0
     if last and INVALID in last:  # a combination the recipe refuses: it never started (tuning/sweep/trainable.py)

@@ -8,9 +8,9 @@ recipe's data, model and train sections may be searched, except:
                         train.device and train.threads (resources), data.fold (confirm.folds),
                         data.align_window (the longest data.window searched: tuning/search/sample_alignment.py),
                         model.n_features, model.n_targets and model.residual (from the data)
-  not comparable        data.target, data.horizon, data.val_fraction, data.test_fraction, data.min_val_samples:
-                        they change what the validation loss measures, or on which bars, so trials that differ
-                        in them cannot be ranked by it
+  not comparable        data.target, data.horizon, data.objective, data.val_fraction, data.test_fraction,
+                        data.min_val_samples: they change what the validation loss measures, in which units, or on
+                        which bars, so trials that differ in them cannot be ranked by it
 """
 
 from __future__ import annotations
@@ -42,6 +42,8 @@ NOT_SEARCHABLE = {
     "model.residual": "it is set from the data (data.residual_to)",
     "data.target": "trials forecasting different targets cannot be ranked by their validation loss",
     "data.horizon": "trials forecasting different horizons cannot be ranked by their validation loss",
+    "data.objective": "runs of different objectives have losses in different units, so they cannot be ranked "
+                      "against each other; set it once (data.objective) and run a sweep per objective",
     "data.val_fraction": "trials validated on different bars cannot be ranked by their validation loss",
     "data.test_fraction": "it would move the untouched test segment",
     "data.min_val_samples": "it is a check of the data, not a setting of the model",

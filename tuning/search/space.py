@@ -5,7 +5,8 @@ Layout (search_spaces/default.yaml is the reference):
   search:     the settings searched, by name (learning_rate, model.d_model, data.window, ...), each a range
               {low, high, log, step} or {choices: [...]} (tuning/search/search_section.py)
   initial:    configurations evaluated first, e.g. the original system's
-  scheduler:  ASHA on the epoch: max_epochs, grace_period, reduction_factor
+  scheduler:  the stopping rule (kind: asha, hyperband, median or none) and its settings: max_epochs,
+              grace_period, reduction_factor, brackets, min_samples (tuning/search/scheduler_config.py)
   gate:       the milestone gate (tuning/search/gate.py): epoch, threshold / ratio_to_baseline (to the
               validation loss of baseline: har, persistence or mean) / ratio_to_e0
   resources:  workers, cpus_per_worker, gpus_per_trial (a fraction packs trials on a GPU; auto: the memory
@@ -32,9 +33,11 @@ from tuning.search.notify_config import NotifyConfig, parse_notify
 from tuning.search.recipe import SECTIONS, TrainingRecipe, recipe_setting_names
 from tuning.search.sample_alignment import aligned_run
 from tuning.search.samplers import check_sampler, grid_trials
+from tuning.search.scheduler_config import SchedulerConfig, scheduler_values
 from tuning.search.search_section import Choice, FloatRange, IntRange, Spec, parse_search, with_searched
 
-__all__ = ["Choice", "FloatRange", "IntRange", "SweepSpace", "load_space", "parse_space", "searched", "with_params"]
+__all__ = ["Choice", "FloatRange", "IntRange", "SchedulerConfig", "SweepSpace", "load_space", "parse_space", "searched",
+           "with_params"]
 from tuning.search.searchable import ALIASES, OLDER_RUN, is_search_key, names_of, resolve
 from tuning.sweep_files import valid_name
 from tuning.yaml_io import ConfigError, read_yaml
@@ -46,20 +49,6 @@ AUTO = "auto"  # gpus_per_trial: the memory probe decides how many trials share 
 FIXED_WHILE_SEARCHED = ("data.window",)
 TOP_LEVEL = ("name", "trials", "seed", "sampler", "search", "initial", "scheduler", "gate", "resources", "confirm",
              *SECTIONS, "notify", OLDER_RUN)
-
-
-@dataclass(frozen=True)
-class SchedulerConfig:
-    max_epochs: int = 50  # every trial's epoch budget (train.epochs)
-    grace_period: int = 5  # ASHA never stops a trial before this epoch
-    reduction_factor: int = 3  # ASHA keeps the top 1/reduction_factor at each rung
-
-    def __post_init__(self) -> None:
-        require_positive_ints(self, ("max_epochs", "grace_period", "reduction_factor"))
-        if self.reduction_factor < 2:
-            raise ValueError(f"reduction_factor must be at least 2, got {self.reduction_factor}")
-        if self.grace_period > self.max_epochs:
-            raise ValueError(f"grace_period {self.grace_period} is beyond max_epochs {self.max_epochs}; lower it")
 
 
 @dataclass(frozen=True)
@@ -153,7 +142,7 @@ def parse_space(values: Any, source: str, stored: bool = False, name: str | None
     seed = top.get("seed", 0)
     if not isinstance(seed, int) or isinstance(seed, bool):
         raise ConfigError(f"{source}: seed must be an integer, got {seed!r}")
-    scheduler = _section(SchedulerConfig, top.get("scheduler"), source, "scheduler")
+    scheduler = _section(SchedulerConfig, scheduler_values(top.get("scheduler"), source), source, "scheduler")
     gate = _section(GateConfig, top.get("gate"), source, "gate")
     if gate.epoch > scheduler.max_epochs:
         raise ConfigError(f"{source}: gate.epoch {gate.epoch} is beyond scheduler.max_epochs {scheduler.max_epochs}, "

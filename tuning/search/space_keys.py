@@ -24,6 +24,7 @@ from tuning.search.field_comments import field_comments
 from tuning.search.overrides import with_sets
 from tuning.search.recipe import SECTIONS, TrainingRecipe
 from tuning.search.sample_alignment import moves_samples
+from tuning.search.scheduler_config import kind_taking
 from tuning.search.searchable import ALIASES, searchable_settings, setting_name
 from tuning.search.space import SweepSpace, parse_space
 from tuning.yaml_io import ConfigError
@@ -123,7 +124,10 @@ def refused_keys() -> dict[str, str]:
 
 def probe_space(key: str) -> dict[str, Any]:
     """The smallest space on which the key `key` may be set: MINIMAL_SPACE, or another one for the setting
-    MINIMAL_SPACE searches (train.lr), which a space may not both search and fix."""
+    MINIMAL_SPACE searches (train.lr), which a space may not both search and fix, or for a scheduler setting the
+    default kind does not take (scheduler.brackets: a hyperband space)."""
+    if key.startswith("scheduler."):  # a setting only some kinds take: on a space of the first that does
+        return {**MINIMAL_SPACE, "scheduler": {"kind": kind_taking(key.removeprefix("scheduler."))}}
     searched = {setting_name(name) for name in MINIMAL_SPACE["search"]}
     return OTHER_MINIMAL_SPACE if setting_name(key) in searched else MINIMAL_SPACE
 

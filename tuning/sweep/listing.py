@@ -18,6 +18,7 @@ from tuning.search.space import parse_space
 from tuning.sweep.driver_mark import running_driver
 from tuning.sweep.manifest import SweepManifest
 from tuning.sweep_files import LEDGER, MANIFEST, latest_look
+from tuning.tracking.objective import objective_of
 
 RUNNING, FINISHED, INTERRUPTED = "running", "finished", "interrupted"
 
@@ -32,6 +33,7 @@ class SweepSummary:
     best_val_loss: float  # the confirmed winner's (nan before there is one)
     test_loss: float  # the winner's one look at the test segment (nan before it)
     started: str  # ISO time, UTC
+    objective: str = "mse_log"  # what its losses are in (data.objective resolved; a sweep before objectives: mse_log)
 
 
 def summarise(folder: Path) -> SweepSummary:
@@ -53,4 +55,5 @@ def summarise(folder: Path) -> SweepSummary:
     state = RUNNING if driver else FINISHED if done else INTERRUPTED
     test_loss = look["test_loss"] if look is not None else math.nan
     return SweepSummary(manifest.name, state, driver, searched, manifest.trials,
-                        best.best_val_loss if best is not None else math.nan, test_loss, manifest.created)
+                        best.best_val_loss if best is not None else math.nan, test_loss, manifest.created,
+                        objective_of(space.run.data))

@@ -4,7 +4,9 @@ The file is JSON with these keys (`sweep_id`, `tracking_uri` and `memory_probe` 
 from files written by older versions: the id is then the creation time, the store the
 default one, and there was no probe; `stages` is there once `resume --trials` extended the
 sweep: the trials asked for by the first run and by each extension, cumulative; `study_url` is there when
-the Optuna study is in a database of its own, `--study-url`; `bars`, absent from older files, identifies the
+the Optuna study is in a database of its own, `--study-url`; `warm_start` is there when the sweep was
+warm-started from another (tuning/sweep/warm_start.py: its name, storage, trials added, winner enqueued); `bars`,
+absent from older files, identifies the
 bars file by content: its SHA-256, rows, first and last bar). A sweep whose
 `data_identity` has no `residual_to` predates the volatility and HAR inputs: its space is read
 with `data: {vol_lookbacks: [], residual_to: none, leverage_lookbacks: []}`, the bar features it
@@ -51,6 +53,8 @@ class SweepManifest:
     study_url: str | None = None  # the Optuna study's database (--study-url); None: optuna.db in the sweep folder
     bars: dict[str, Any] | None = None  # the bars file by content (tuning/bars_file.py): sha256, rows, first/last bar
     webhook_set: bool = False  # the sweep was started with a webhook (its URL, a secret, is not kept)
+    # `sweep --warm-start`: the sweep it started from, its storage, the trials added and the winner enqueued
+    warm_start: dict[str, Any] | None = None
     # The URL an older version kept in space.notify.webhook, read to be told once by `resume`; never written
     legacy_webhook: str | None = field(default=None, repr=False, compare=False)
 
@@ -95,7 +99,8 @@ class SweepManifest:
                 **({"stages": list(self.stages)} if len(self.stages) > 1 else {}),
                 **({"study_url": self.study_url} if self.study_url else {}),
                 **({"bars": self.bars} if self.bars else {}),
-                **({"webhook_set": True} if self.webhook_set else {})}
+                **({"webhook_set": True} if self.webhook_set else {}),
+                **({"warm_start": self.warm_start} if self.warm_start else {})}
 
     @property
     def trial_stages(self) -> tuple[int, ...]:
@@ -145,3 +150,14 @@ def read_manifest(paths: SweepPaths) -> SweepManifest:
         raise UsageError(f"no sweep named {paths.name!r} in {where}; list them with "
                          f"`mamba-tune list --storage {where}` or pass the --storage it was started with")
     return SweepManifest.from_dict(json.loads((paths.folder / MANIFEST).read_text()))
+
+
+def record_warm_start(paths: SweepPaths, manifest: SweepManifest, warm_start: dict[str, Any]) -> SweepManifest:
+    """sweep.json (here and its storage copy) with where the sweep was warm-started from (before anything runs)."""
+    from model.atomic import write_text_atomic
+    from tuning.sweep.record_copies import copy_records_or_note
+
+    recorded = dataclasses.replace(manifest, warm_start=warm_start)
+    write_text_atomic(paths.folder / MANIFEST, json.dumps(recorded.to_dict(), indent=1))
+    copy_records_or_note(paths)
+    return recorded

@@ -9,7 +9,8 @@ sweep's end longer: the POST goes on in a daemon thread, abandoned, and the swee
 The body is Slack-compatible JSON: `text`, a line for people, and the same facts as fields for programs:
   {"text": "...", "sweep": "smoke", "status": "ended" | "failed" | "interrupted", "trials": 5, "trials_asked": 5,
    "best_val_loss": 0.2311, "verdict": "test segment: winner ... vs HAR ...: better than HAR", "error": null,
-   "mlflow": {"uri": "http://mlflow:5000", "run_id": "...", "link": "http://mlflow:5000/#/experiments/1/runs/..."}}
+   "mlflow": {"uri": "http://mlflow:5000", "run_id": "...", "link": "http://mlflow:5000/#/experiments/1/runs/..."},
+   "objective": "mse_log"}   (what best_val_loss is in; left out where it is not known)
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
+
+from tuning.tracking.objective import title
 
 ENDED, FAILED, INTERRUPTED = "ended", "failed", "interrupted"
 DEADLINE_S = 10.0  # one notification, all of it: name resolution, connection, request and answer
@@ -43,6 +46,7 @@ class SweepEnd:
     mlflow_link: str | None = None  # its page in the MLflow UI, where the store is a server
     error: str | None = None  # why it failed, in one line
     resume_hint: str | None = None  # the command that continues it
+    objective: str | None = None  # what best_val_loss is in (data.objective resolved); None: not known
 
 
 def notification(end: SweepEnd) -> dict[str, Any]:
@@ -50,12 +54,15 @@ def notification(end: SweepEnd) -> dict[str, Any]:
     best = end.best_val_loss if end.best_val_loss is not None and math.isfinite(end.best_val_loss) else None
     return {"text": _text(end, best), "sweep": end.sweep, "status": end.status, "trials": end.trials,
             "trials_asked": end.trials_asked, "best_val_loss": best, "verdict": end.verdict, "error": end.error,
-            "mlflow": {"uri": end.mlflow_uri, "run_id": end.mlflow_run, "link": end.mlflow_link}}
+            "mlflow": {"uri": end.mlflow_uri, "run_id": end.mlflow_run, "link": end.mlflow_link},
+            **({"objective": end.objective} if end.objective else {})}
 
 
 def _text(end: SweepEnd, best: float | None) -> str:
     counted = f"{end.trials}/{end.trials_asked} trials"
     best_text = f", best val {best:.4f}" if best is not None else ""
+    if best_text and end.objective:
+        best_text += f" ({title(end.objective)})"
     if end.status == ENDED:
         head = f"mamba-tune sweep {end.sweep} ended: {counted}{best_text}"
     elif end.status == INTERRUPTED:

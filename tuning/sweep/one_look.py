@@ -4,7 +4,8 @@ validation segment; `best --register --ensemble` ships that).
 
 Nothing before it reads the test segment: not a trial, not the scheduler, not the choice of the winner.
 Beside the winner's loss the look says whether it beats HAR by more than noise: the ratio of the two losses
-and a Diebold-Mariano test of their squared errors (model/diebold_mariano.py). The same is said against the
+and a Diebold-Mariano test of their per-sample losses (model/diebold_mariano.py), every loss the sweep's objective's
+(data.objective: model/objectives.py; the look records its name, "objective"). The same is said against the
 space's first initial point (the untuned configuration, as its search trial trained it): for reference only,
 it chooses nothing. Where the space searches data settings, each model is scored on the Dataset it trained on, and
 the two are compared on the test samples both forecast, in the winner's units: with data.window searched, every
@@ -26,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from model.data import Dataset
-from model.holdout import har_squared_errors, score_ensemble, score_squared_errors, squared_errors_on_test_segment
+from model.holdout import har_losses, losses_on_test_segment, score_ensemble, score_losses
 from model.verdict import overlap, versus
 from tuning.search.ledger import TrialRecord
 from tuning.search.space import SweepSpace
@@ -61,27 +62,27 @@ def look_at_test_segment(folder: Path, ray_storage: str, train_storage: str, win
 
 def score(ray_storage: str, train_storage: str, winner: TrialRecord, data: Dataset, members: list[TrialRecord],
           initial: TrialRecord | None, initial_data: Dataset | None = None) -> dict[str, Any]:
-    """{trial_id, best_epoch, test_loss, baseline_har, baseline_persistence, baseline_mean, n_test, vs_har} of the
-    winner; "vs_initial" with the space's first initial point's trial; with two or more seed `members` (the winner
-    first) "ensemble": {trials, val_loss, test_loss, member_test_losses, n_members}. vs_*: {trial_id (of the
-    reference, vs_initial only), test_loss, ratio, dm_stat, dm_pvalue, dm_lags and their _wide twins (see
-    versus)}, the winner's loss over the reference's;
-    vs_initial with n_test too where the initial trial trained on other data settings (`initial_data`)."""
+    """{trial_id, best_epoch, objective (what every loss is in), test_loss, baseline_har, baseline_persistence,
+    baseline_mean, n_test, vs_har} of the winner; "vs_initial" with the space's first initial point's trial; with
+    two or more seed `members` (the winner first) "ensemble": {trials, val_loss, test_loss, member_test_losses,
+    n_members}. vs_*: {trial_id (of the reference, vs_initial only), test_loss, ratio, dm_stat, dm_pvalue, dm_lags and
+    their _wide twins (see versus)}, the winner's loss over the reference's; vs_initial with n_test too where the
+    initial trial trained on other data settings (`initial_data`)."""
     fs = storage_filesystem(ray_storage)
     horizon = overlap(data.summary["target"], data.summary["horizon"])
     with tempfile.TemporaryDirectory(prefix="mamba-tune-test-") as tmp:
         best = stage_record_best(fs, train_storage, winner, Path(tmp) / "best.pt")
         if best is None:
             raise LookFailed(f"trial {winner.trial_id}'s best.pt is not in {train_storage}")
-        errors = squared_errors_on_test_segment([best], data)  # (n_test,)
-        scores = {"trial_id": winner.trial_id, "best_epoch": winner.best_epoch, **score_squared_errors(errors, data),
-                  "vs_har": versus(errors, har_squared_errors(data), horizon)}
+        losses = losses_on_test_segment([best], data)  # (n_test,)
+        scores = {"trial_id": winner.trial_id, "best_epoch": winner.best_epoch, "objective": data.objective,
+                  **score_losses(losses, data), "vs_har": versus(losses, har_losses(data), horizon)}
         if initial is not None and initial.trial_id != winner.trial_id:  # the winner untuned: nothing to compare
             reference = stage_record_best(fs, train_storage, initial, Path(tmp) / "initial.pt")
             if reference is not None:
                 own = initial_data if initial_data is not None else data
-                theirs = squared_errors_on_test_segment([reference], own)  # (n_test of own,)
-                mine, theirs = on_common_test_samples(errors, data, theirs, own)
+                theirs = losses_on_test_segment([reference], own)  # (n_test of own,)
+                mine, theirs = on_common_test_samples(losses, data, theirs, own)
                 scores["vs_initial"] = {"trial_id": initial.trial_id, **versus(mine, theirs, horizon),
                                         **({} if own is data else {"n_test": len(mine)})}
         if len(members) > 1:
@@ -94,16 +95,26 @@ def score(ray_storage: str, train_storage: str, winner: TrialRecord, data: Datas
 
 def on_common_test_samples(errors: np.ndarray, data: Dataset, their_errors: np.ndarray,
                            their_data: Dataset) -> tuple[np.ndarray, np.ndarray]:
-    """Two models' squared errors on the test segment, each on the Dataset it trained on: errors (n_test,) on `data`
-    and their_errors (their n_test,) on `their_data`; -> both (n_common,) on the test samples both forecast, in
-    `data`'s scaled target units. The same Dataset: both as they are. Samples are matched by their last
-    input bar (the same target: the horizon and target are never searched); a squared error in one Dataset's units is
-    one in the other's times the ratio of their training targets' variances."""
+    """Two models' per-sample losses (the objective's) on the test segment, each on the Dataset it trained on: errors
+    (n_test,) on `data` and their_errors (their n_test,) on `their_data`; -> both (n_common,) on the test samples both
+    forecast, in `data`'s units. The same Dataset: both as they are. Samples are matched by their last input bar (the
+    same target: the horizon, target and objective are never searched); a loss in one Dataset's units is one in the
+    other's times `_rescale`."""
     if their_data is data:
         return errors, their_errors
     _, mine, theirs = np.intersect1d(data.test_index, their_data.test_index, assume_unique=True, return_indices=True)
-    rescale = (their_data.scaler.target_std / data.scaler.target_std) ** 2
-    return errors[mine], their_errors[theirs] * rescale
+    return errors[mine], their_errors[theirs] * _rescale(data, their_data)
+
+
+def _rescale(data: Dataset, their_data: Dataset) -> float:
+    """What turns a loss in `their_data`'s units into one in `data`'s: a squared error of scaled targets (mse_log,
+    mse) the ratio of their training targets' variances; mse_var's (in units of v̄²) the square of the ratio of their
+    v̄; QLIKE's none (a function of σ²/h alone, whatever the scaling)."""
+    if data.objective == "qlike":
+        return 1.0
+    if data.objective == "mse_var":
+        return (their_data.objective_scale.variance_mean / data.objective_scale.variance_mean) ** 2
+    return (their_data.scaler.target_std / data.scaler.target_std) ** 2
 
 
 def initial_trial(records: list[TrialRecord], space: SweepSpace) -> TrialRecord | None:

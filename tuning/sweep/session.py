@@ -48,7 +48,7 @@ from tuning.search.finalists import SEARCH, seed_members, winner
 from tuning.search.importance import Importances, load_importances
 from tuning.search.ledger import Ledger, TrialRecord
 from tuning.search.resources import HEAD_RESOURCE, TRIAL_DRIVER_RESOURCES, TrialPlan, fullest_plan
-from tuning.search.scheduler import GatedASHA
+from tuning.search.scheduler import make_scheduler
 from tuning.search.searcher import fail_lost_trials, make_searcher
 from tuning.search.space import SweepSpace, parse_space, searches_data
 from tuning.sweep import orphan_groups
@@ -384,8 +384,9 @@ def _fit(paths: SweepPaths, space: SweepSpace, setup: TrialSetup, name: str, tri
     """Run the Tune experiment `name` of `trials` search trials, or restore it and run what is left: the first
     experiment on resume, an extension's (not `first`) whenever it was started before. An extension starts
     without the space's initial points, which the first one evaluated. Started or restored, its scheduler
-    starts from the rungs of every search trial the ledger holds and, restored, of each of its own trials that
-    was running, so ASHA decides as one uninterrupted scheduler would (tuning/search/scheduler.py)."""
+    starts from the state (rungs, results) of every search trial the ledger holds and, restored, of each of its
+    own trials that was running, so the stopping rule decides as one uninterrupted one would
+    (tuning/search/schedulers/)."""
     trainable = ray.tune.with_resources(ray.tune.with_parameters(run_trial, setup=setup), TRIAL_DRIVER_RESOURCES)
     experiment = f"{paths.sweep_storage}/{name}"
     if resume if first else ray.tune.Tuner.can_restore(experiment):
@@ -398,7 +399,7 @@ def _fit(paths: SweepPaths, space: SweepSpace, setup: TrialSetup, name: str, tri
             trainable,
             tune_config=ray.tune.TuneConfig(
                 search_alg=make_searcher(space, paths.study_url, paths.name, initial=first),
-                scheduler=GatedASHA(space.scheduler, space.gate, curves=SweepCurves(
+                scheduler=make_scheduler(space.scheduler, space.gate, SweepCurves(
                     paths.folder / LEDGER, paths.ray_storage, f"{paths.sweep_storage}/train")),
                 num_samples=trials,
                 max_concurrent_trials=plan.concurrency,

@@ -3,7 +3,8 @@
 The confirmed winner's own trial (its base seed, fold 1) left a best.pt in Ray Train's storage; it
 becomes a new version of a registered model, the same pyfunc `train --register` logs, in a run
 whose tags say where it came from: the sweep, the trial, the data (path and digest), its
-validation loss and, after the sweep's one look, its test loss. With --ensemble the model is the
+validation loss and, after the sweep's one look, its test loss (tags named for the objective they are in:
+mamba_tune.val_loss_qlike, mamba_tune.test_loss_qlike; tuning/tracking/objective.py). With --ensemble the model is the
 winner's seed ensemble: its best.pt and those of its confirmation runs on other seeds (fold 1),
 whose mean forecast the pyfunc returns; the tags then give the ensemble's losses.
 """
@@ -21,6 +22,7 @@ from tuning.search.recipe import TrainingRecipe
 from tuning.sweep.manifest import SweepManifest
 from tuning.sweep.trial_files import final_checkpoint, read_history, stage_best, stage_record_best, storage_filesystem
 from tuning.sweep_files import latest_look, read_test_looks
+from tuning.tracking.objective import objective_of, title
 from tuning.tracking.registry import CONFIRMATION_TAG, JUDGED_TAG, NO_LOOK, Shipment
 from tuning.tracking.runs import find_sweep_run
 from tuning.tracking.store import resolve_store
@@ -45,10 +47,12 @@ def stage_winner(folder: Path, manifest: SweepManifest, winner: TrialRecord, con
                            manifest, config_file) for i, m in enumerate(members[1:], 1))
     metrics = staging / "metrics.json"
     metrics.write_text(json.dumps(history or read_history(fs, checkpoint), indent=1))
+    objective = objective_of(config.data)  # the sweep's: every trial's (never searched)
     tags = {"mamba_tune.role": "sweep-winner", "mamba_tune.sweep": manifest.name,
             "mamba_tune.sweep_id": manifest.sweep_id, "mamba_tune.trial": winner.trial_id,
             "mamba_tune.data": manifest.data,
-            "mamba_tune.best_epoch": str(winner.best_epoch), "mamba_tune.val_loss": f"{winner.best_val_loss:.6g}",
+            "mamba_tune.best_epoch": str(winner.best_epoch),
+            f"mamba_tune.val_loss_{objective}": f"{winner.best_val_loss:.6g}",
             CONFIRMATION_TAG: "unconfirmed" if unconfirmed else "confirmed"}
     if manifest.bars_sha256:
         tags["mamba_tune.data_sha256"] = manifest.bars_sha256
@@ -58,15 +62,15 @@ def stage_winner(folder: Path, manifest: SweepManifest, winner: TrialRecord, con
     if test is not None:
         scored = test.get("ensemble") if others else test
         if scored is not None:
-            tags["mamba_tune.test_loss"] = f"{scored['test_loss']:.6g}"
-            tags["mamba_tune.test_baseline_har"] = f"{test['baseline_har']:.6g}"
+            tags[f"mamba_tune.test_loss_{objective}"] = f"{scored['test_loss']:.6g}"
+            tags[f"mamba_tune.test_baseline_har_{objective}"] = f"{test['baseline_har']:.6g}"
         if "vs_har" in test and not others:  # the test of the winner alone against HAR
             tags["mamba_tune.test_dm_pvalue_har"] = f"{test['vs_har']['dm_pvalue']:.4g}"
     if others:
         tags["mamba_tune.ensemble"] = " ".join(m.trial_id for m in members)
     return Shipment(config, bars_location(manifest.data), best, (config_file, metrics), json.loads(metrics.read_text()),
                     winner.best_epoch, f"sweep {manifest.name} winner {winner.trial_id}", tags,
-                    _description(manifest, winner, len(others) + 1), others)
+                    _description(manifest, winner, len(others) + 1, objective), others)
 
 
 def _staged(best: Path | None, record: TrialRecord, train_storage: str, manifest: SweepManifest,
@@ -79,7 +83,7 @@ def _staged(best: Path | None, record: TrialRecord, train_storage: str, manifest
     return best
 
 
-def _description(manifest: SweepManifest, winner: TrialRecord, n_members: int = 1) -> str:
+def _description(manifest: SweepManifest, winner: TrialRecord, n_members: int = 1, objective: str = "mse_log") -> str:
     """The version's description: the trial it is, and a link to its sweep's MLflow run."""
     store = resolve_store(manifest.tracking_uri)
     found = find_sweep_run(store, manifest.name, manifest.sweep_id)
@@ -87,4 +91,4 @@ def _description(manifest: SweepManifest, winner: TrialRecord, n_members: int = 
              if found else f"its sweep's run is in the experiment {manifest.name} of {store.uri}")
     ensemble = f", averaged with its runs on {n_members - 1} other seed(s) (a seed ensemble)" if n_members > 1 else ""
     return (f"Trial {winner.trial_id}, the winner of sweep {manifest.name}, as it was trained (best.pt of epoch "
-            f"{winner.best_epoch}, val_loss {winner.best_val_loss:.4f}){ensemble}; {where}.")
+            f"{winner.best_epoch}, validation {title(objective)} {winner.best_val_loss:.4f}){ensemble}; {where}.")

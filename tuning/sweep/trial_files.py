@@ -7,7 +7,7 @@
                                           the one the trial's ledger record names
 The ledger's search records, and the checkpoints' histories of the trials it does not hold yet, tell
 how far each search trial got (SweepCurves): the scheduler of a resumed or extended sweep rebuilds
-its rungs from them.
+its rungs from them (a warm-started sweep's, from the trials its warm start added to the study too).
 
 A result's `checkpoint_path` names the checkpoint folder in the sweep's storage: a local path,
 or a path inside the storage's filesystem (s3://bucket/... gives bucket/...).
@@ -153,7 +153,10 @@ class SweepCurves:
     (tuning/search/scheduler.py's CurveSource). Pickles (Tune saves it with the scheduler).
 
     recorded: the search trials in the ledger, each its record's validation curve up to the epoch it stopped
-    at. A confirmation run (stage confirm: a finalist trained again, with another seed or on another fold)
+    at; and, in a sweep warm-started on the same bars, the other sweep's trials added to its study (prior knowledge
+    the rule compares with, as Optuna's sampler does: tuning/sweep/warm_start.py's warm_curves, under ids no Ray
+    trial has; they are never in the ledger, so never in the leaderboard, the finalists or the winner). A
+    confirmation run (stage confirm: a finalist trained again, with another seed or on another fold)
     never met the search's rungs, so it is left out, as is any record of a fold other than the validation one.
     unrecorded: a trial the ledger does not hold, as far as its newest checkpoint's history goes. The scheduler
     asks it only of the trials Tune re-adds to a restored experiment (one that was running when the sweep was
@@ -166,8 +169,11 @@ class SweepCurves:
     train_storage: str  # Ray Train's storage of the sweep's trials
 
     def recorded(self) -> dict[str, RecordedCurve]:
-        return {k: RecordedCurve(r.val_curve, r.stop_epoch) for k, r in Ledger(self.ledger_path).records.items()
-                if r.stage == SEARCH and r.fold == 1}  # fold 1: the validation segment
+        from tuning.sweep.warm_start import warm_curves
+
+        ledger = {k: RecordedCurve(r.val_curve, r.stop_epoch) for k, r in Ledger(self.ledger_path).records.items()
+                  if r.stage == SEARCH and r.fold == 1}  # fold 1: the validation segment
+        return {**warm_curves(self.ledger_path.parent), **ledger}
 
     def unrecorded(self, trial_id: str) -> RecordedCurve | None:
         if trial_id in Ledger(self.ledger_path).records:

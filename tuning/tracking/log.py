@@ -24,7 +24,9 @@ from mlflow.exceptions import MlflowException, RestException
 from tuning.progress import Note, publish
 from tuning.tracking.lineage import BarsInput
 from tuning.tracking.ops import (
+    KEY_TAG,
     SWEEP_KEY,
+    SWEEP_TAG,
     EndLostRuns,
     EndRun,
     LogArtifact,
@@ -92,6 +94,22 @@ class TrackingLog:
     def end_lost_runs(self, known: list[str]) -> None:
         """End, KILLED with stop_reason `lost`, the sweep's runs still RUNNING whose key is not in `known`."""
         self._put(EndLostRuns(tuple(sorted(known))))
+
+    # -- what the store holds (asks it, on the caller's thread) --------------------------------
+    def recorded_tags(self, key: str) -> dict[str, str] | None:
+        """The tags of the run of `key`: the store's, else those a write waiting to be sent (an earlier driver's,
+        from the spool) creates it with; None when neither has it (or the store does not answer and no write does)."""
+        with self.done:  # the queue before the store: a start sent in between is in the store when it is asked
+            waiting = [op.tags for op in self.queue if isinstance(op, StartRun) and op.key == key]
+        try:
+            found = self.runs.client.search_runs(
+                [self.runs.experiment_id], f"tags.`{KEY_TAG}` = '{key}' and tags.`{SWEEP_TAG}` = '{self.sweep_id}'",
+                max_results=1)
+        except Exception:  # noqa: BLE001 - a store that does not answer knows nothing
+            found = []
+        if found:
+            return dict(found[0].data.tags)
+        return dict(waiting[0]) if waiting else None
 
     # -- waiting -----------------------------------------------------------------------------
     def flush(self, timeout_s: float) -> bool:

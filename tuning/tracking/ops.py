@@ -20,11 +20,15 @@ from mlflow import MlflowClient
 from mlflow.entities import Metric, Param, RunTag
 from mlflow.exceptions import MlflowException
 
+from model.objectives import OBJECTIVES
 from tuning.tracking.lineage import BarsInput, dataset_input
+from tuning.tracking.objective import metric_key
 
 SWEEP_KEY = "sweep"
 KEY_TAG, SWEEP_TAG = "mamba_tune.key", "mamba_tune.sweep_id"
-STEP_MARKERS = ("val_loss", "trials_finished")  # a trial's and the sweep's per-step metric: which steps a run holds
+# A trial's per-step metric (val_loss_<objective>; val_loss before objectives) and the sweep's (trials_finished):
+# which steps a run holds.
+STEP_MARKERS = ("val_loss", *(metric_key("val_loss", o) for o in OBJECTIVES), "trials_finished")
 LOOKS_MARKER = "test_looks"  # the sweep's looks at its test segment: steps of their own (look 1 at step 0, ...)
 
 

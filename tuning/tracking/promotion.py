@@ -6,12 +6,19 @@
                                         a file's path or name, so the same bars copied elsewhere are refused too
     the comparison                      model/comparison.py: both models, HAR and persistence on the same samples,
                                         and a Diebold-Mariano test (model/diebold_mariano.py) of the challenger's
-                                        squared errors against the champion's and against HAR's
+                                        per-sample losses against the champion's and against HAR's
+    the objective                       the losses are the challenger's objective's (its version's tag
+                                        mamba_tune.objective; a version registered before objectives: its
+                                        target's default, mse_log for volatility): the champion is scored by the
+                                        objective the challenger was chosen by, whatever it was trained for
+                                        (both forecast the same target; docs/winner.md says why)
     the verdict                         the challenger promoted when its loss is lower; with `alpha`, only when it is
                                         lower and the test against the champion gives p < alpha (no champion: it is
                                         promoted, there is none to beat)
-    the record                          a run in the experiment `production`: params (versions, bars, alpha), metrics
-                                        (mse_challenger, mse_champion, mse_har, mse_persistence, n_scored,
+    the record                          a run in the experiment `production`, tagged mamba_tune.objective: params
+                                        (versions, bars, alpha, objective, champion_objective), metrics
+                                        (loss_challenger_<objective>, loss_champion_<objective>,
+                                        loss_har_<objective>, loss_persistence_<objective>, n_scored,
                                         dm_stat_champion, dm_pvalue_champion, dm_stat_har, dm_pvalue_har), the bars as
                                         its evaluation dataset, a PNG of both forecasts against the target
 
@@ -38,6 +45,7 @@ from model.comparison import Comparison, compare_forecasts
 from model.verdict import overlap, versus
 from tuning.errors import UsageError
 from tuning.tracking.lineage import bars_input, dataset_input
+from tuning.tracking.objective import OBJECTIVE_TAG, metric_key, recorded_objective, title
 from tuning.tracking.registry import DEFAULT_EXPERIMENT, FIRST_BAR_TAG, LAST_BAR_TAG, bars_frame, mlflow_settings
 from tuning.tracking.store import TrackingStore
 
@@ -55,11 +63,12 @@ class Contender:
     horizon: int
     first_bar: int | None  # ns, UTC: the first and last bar of the data it trained on, as recorded at its
     last_bar: int  # registration (a version registered before the first bar was recorded: None)
+    objective: str = "mse_log"  # what it was chosen by: its tag mamba_tune.objective, else its target's default
 
 
 @dataclass(frozen=True)
 class Versus:
-    """The Diebold-Mariano test of the challenger's squared errors against a reference's, on the scored samples."""
+    """The Diebold-Mariano test of the challenger's per-sample losses against a reference's, on the scored samples."""
 
     stat: float  # < 0: the challenger's errors are the smaller; NaN where the test cannot be made
     pvalue: float  # two-sided; NaN where the test cannot be made
@@ -75,12 +84,18 @@ class Verdict:
     versus: dict[str, Versus]  # CHAMPION (when there is one) and "har" -> the challenger tested against it
     alpha: float | None = None  # the level the challenger had to beat the champion at (None: a lower loss is enough)
 
+    @property
+    def objective(self) -> str:
+        """What every loss of the comparison is in: the challenger's objective."""
+        return self.challenger.objective
+
 
 def challenger_tests(comparison: Comparison, target: str, horizon: int) -> dict[str, Versus]:
     """The challenger tested against the champion (when there is one) and HAR, on the scored samples: model/verdict.py's
     versus, over the bars each target overlaps (overlap), its statistic and p-value (NaN where the test cannot be
     made: too few samples for the horizon, a non-finite error; the losses still stand)."""
-    errors = {name: (f - comparison.target) ** 2 for name, f in comparison.forecasts.items()}  # each (n_scored,)
+    errors = getattr(comparison, "per_sample", None) or {  # each (n_scored,): the objective's per-sample losses
+        name: (f - comparison.target) ** 2 for name, f in comparison.forecasts.items()}  # (squared errors: mse)
     tests = {}
     for reference in (CHAMPION, "har"):
         if reference in errors:
@@ -101,7 +116,8 @@ def contenders(client: Any, name: str) -> tuple[Contender, Contender | None]:
             continue
         params = client.get_run(version.run_id).data.params
         found[alias] = Contender(alias, version.version, version.run_id, params["data.target"],
-                                 int(params["data.horizon"]), *_trained_range(name, alias, version))
+                                 int(params["data.horizon"]), *_trained_range(name, alias, version),
+                                 recorded_objective(version.tags, params["data.target"]))
     if CHALLENGER not in found:
         raise UsageError(f"model {name!r} has no version aliased {CHALLENGER}; register one with `mamba-tune best "
                          f"SWEEP --register {name}` (or train --register and --alias)")
@@ -163,7 +179,8 @@ def promote(store: TrackingStore, name: str, bars: Bars, experiment: str = DEFAU
                 forecasts[v.alias] = (predicted["timestamp"].to_numpy().astype("datetime64[ns]").view(np.int64),
                                       predicted["prediction"].to_numpy(np.float64))
     try:
-        comparison = compare_forecasts(bars, challenger.target, challenger.horizon, forecasts)
+        comparison = compare_forecasts(bars, challenger.target, challenger.horizon, forecasts,
+                                       objective=challenger.objective)  # HAR fitted as the objective fits it
     except ValueError as exc:
         raise UsageError(f"--data {bars.path}: {exc}; give more bars") from None
     tests = challenger_tests(comparison, challenger.target, challenger.horizon)
@@ -203,15 +220,17 @@ def _record(store: TrackingStore, client: Any, name: str, experiment: str, bars:
     from mlflow.entities import Metric, Param
 
     experiment_id = store.experiment_id(client, experiment)
+    objective = challenger.objective
     run = client.create_run(experiment_id, run_name=f"promote {name}", tags={
-        "mamba_tune.role": "promote", "mamba_tune.model": name, PROMOTED_TAG: PENDING})
+        "mamba_tune.role": "promote", "mamba_tune.model": name, PROMOTED_TAG: PENDING, OBJECTIVE_TAG: objective})
     run_id = run.info.run_id
     params = {"model": name, "challenger_version": challenger.version, "data": str(Path(bars.path).resolve()),
               "champion_version": champion.version if champion else "none", "n_har_fit": str(comparison.n_fit),
               "target": challenger.target, "horizon": str(challenger.horizon),
-              "alpha": "none" if alpha is None else str(alpha)}
+              "alpha": "none" if alpha is None else str(alpha), "objective": objective,
+              "champion_objective": champion.objective if champion else "none"}
     now = int(datetime.now(timezone.utc).timestamp() * 1000)
-    metrics = [Metric(f"mse_{k}", v, now, 0) for k, v in comparison.losses.items()]
+    metrics = [Metric(metric_key(f"loss_{k}", objective), v, now, 0) for k, v in comparison.losses.items()]
     metrics.append(Metric("n_scored", float(len(comparison.scored)), now, 0))
     metrics += [Metric(f"dm_{what}_{reference}", float(getattr(test, what)), now, 0)
                 for reference, test in tests.items() for what in ("stat", "pvalue")]
@@ -219,7 +238,7 @@ def _record(store: TrackingStore, client: Any, name: str, experiment: str, bars:
         client.log_batch(run_id, metrics=metrics, params=[Param(k, v) for k, v in params.items()])
         client.log_inputs(run_id, [dataset_input(bars_input(bars.path), "evaluation")])
         with tempfile.TemporaryDirectory(prefix="mamba-tune-promote-") as folder:
-            plot = _forecast_plot(bars, comparison, name, Path(folder) / "forecasts.png")
+            plot = _forecast_plot(bars, comparison, name, Path(folder) / "forecasts.png", objective)
             client.log_artifact(run_id, str(plot))
     except BaseException:
         client.set_terminated(run_id, "FAILED")  # the aliases stay as they were: nothing was promoted
@@ -231,6 +250,19 @@ def _verdict_line(name: str, challenger: Contender, champion: Contender | None, 
                   comparison: Comparison, tests: dict[str, Versus], alpha: float | None) -> str:
     if champion is None:
         return f"{name} version {challenger.version} is the champion: there was none"
+    return _verdict(name, challenger, champion, promoted, comparison, tests, alpha) + _under(challenger, champion)
+
+
+def _under(challenger: Contender, champion: Contender) -> str:
+    """What the losses were: the challenger's objective, and the champion's where it was another."""
+    if champion.objective == challenger.objective:
+        return f" (losses: {title(challenger.objective)})"
+    return (f" (losses: {title(challenger.objective)}, the challenger's objective; the champion was chosen by "
+            f"{title(champion.objective)})")
+
+
+def _verdict(name: str, challenger: Contender, champion: Contender, promoted: bool,
+             comparison: Comparison, tests: dict[str, Versus], alpha: float | None) -> str:
     beyond = "" if alpha is None else f" beyond noise (DM p={tests[CHAMPION].pvalue:.3g} < alpha {alpha:g})"
     if promoted:
         return (f"{name} version {challenger.version} (challenger) beat version {champion.version}{beyond}: now the "
@@ -245,7 +277,7 @@ def verdict_line(v: Verdict, name: str) -> str:
     return _verdict_line(name, v.challenger, v.champion, v.promoted, v.comparison, v.versus, v.alpha)
 
 
-def _forecast_plot(bars: Bars, comparison: Comparison, name: str, path: Path) -> Path:
+def _forecast_plot(bars: Bars, comparison: Comparison, name: str, path: Path, challenger_objective: str) -> Path:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -257,7 +289,7 @@ def _forecast_plot(bars: Bars, comparison: Comparison, name: str, path: Path) ->
     for label in (CHAMPION, CHALLENGER, "har"):
         if label in comparison.forecasts:
             ax.plot(times, comparison.forecasts[label], lw=1, alpha=0.85,
-                    label=f"{label} (MSE {comparison.losses[label]:.4g})")
+                    label=f"{label} ({title(challenger_objective)} {comparison.losses[label]:.4g})")
     ax.set_title(f"{name}: forecasts on {len(comparison.scored)} new samples")
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)

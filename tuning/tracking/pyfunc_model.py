@@ -33,11 +33,12 @@ from mlflow.exceptions import MlflowException
 
 from model.bar_times import UTC
 from model.bars import FIELDS, DataError, bars_from_table
-from model.baselines import har_forecast, past_quantities
+from model.baselines import har_from_summary, past_quantities
 from model.checkpoint import load_checkpoint, trained_features
 from model.config import ModelConfig
 from model.features import VOLUME_FEATURES, bar_features, feature_names
 from model.forecaster import Forecaster
+from model.objectives import ObjectiveScale
 
 SOURCE = "model_input"  # what error messages call the bars they were given
 BATCH = 256  # windows per forward pass: bounds memory on long inputs
@@ -88,7 +89,9 @@ class BarsForecaster(mlflow.pyfunc.PythonModel):
         if self.har is not None:  # the HAR forecast the model corrects, in scaled target units as in training
             log_range = np.log(bars.high) - np.log(bars.low)  # (n_bars,)
             past = past_quantities(bars.close, log_range, self.target, tuple(self.har["lookbacks"]))
-            features[:, -1] = har_forecast(past, np.asarray(self.har["coefficients"]), np.arange(len(features)))
+            # HAR as the objective fitted it: linear in logs, or (mse_var) on the variance level, floored
+            scale = ObjectiveScale(self.target_mean, self.target_std)
+            features[:, -1] = har_from_summary(self.har).forecast(past, np.arange(len(features)), scale)
         windows = torch.from_numpy(features).unfold(0, self.window, 1).transpose(1, 2)  # (n_bars-window+1, window, f)
         windows = windows[1:]  # (n_bars-window, window, n_features): the first would start at bar 0
         with torch.inference_mode():

@@ -1,17 +1,20 @@
 """The production run in MLflow, and its model registered as a new version of a named model.
 
     experiment "production" (--experiment)
-      run "train <out>"    tags mamba_tune.role=production, mamba_tune.data, mamba_tune.out, mamba_tune.best_epoch
+      run "train <out>"    tags mamba_tune.role=production, mamba_tune.data, mamba_tune.out, mamba_tune.best_epoch,
+                           mamba_tune.objective (what its losses are in: tuning/tracking/objective.py)
                            params data.*, model.*, train.* (the run configuration)
-                           metrics every epoch with step=epoch (0: before training)
+                           metrics every epoch with step=epoch (0: before training), the losses as
+                           train_loss_<objective>, val_loss_<objective>, best_val_loss_<objective>
                            artifacts config.yaml, metrics.json
       logged model "model" (MLflow 3 keeps it beside the run, under <experiment>/models/<model id>):
                            a pyfunc of tuning/tracking/pyfunc_model.py + the `model` package + best.pt
                            (a seed ensemble: its members' best.pt too, checkpoint_1, ...),
                            with its input example, signature (the bar columns) and pinned requirements
     Model Registry         <name> version N, one per registered run, from that logged model, tagged as its run
-                           and with the first and last timestamps of the bars it trained on (`promote` takes
-                           only later bars); an alias (e.g. challenger) when one is given
+                           (its objective too: `promote` scores both versions under the challenger's) and
+                           with the first and last timestamps of the bars it trained on (`promote` takes only
+                           later bars); an alias (e.g. challenger) when one is given
     `best --register` logs a sweep's winner the same way (tuning/sweep/ship_winner.py): its trial's best.pt,
     no training; the run tags name the sweep, the trial, the data digest, the val and test losses, and
     which look at the test segment judged it (mamba_tune.judged_by=none: registered with --no-look).
@@ -43,6 +46,7 @@ from model.train import FitResult
 from tuning.errors import UsageError
 from tuning.search.recipe import TrainingRecipe
 from tuning.tracking.lineage import bars_input, dataset_input
+from tuning.tracking.objective import OBJECTIVE_TAG, metric_key, objective_of
 from tuning.tracking.store import EPOCH_METRICS, TrackingStore
 
 DEFAULT_EXPERIMENT = "production"
@@ -124,12 +128,13 @@ def register_model(store: TrackingStore, experiment: str, model_name: str, shipm
     experiment_id = store.experiment_id(client, experiment)
     example = input_example(shipment.data_path, shipment.config)
     bars = bars_input(shipment.data_path)  # the file hashed once: the run's dataset input and its digest tag
-    tags = {**shipment.tags, DIGEST_TAG: bars.digest}
+    objective = objective_of(shipment.config.data)
+    tags = {**shipment.tags, DIGEST_TAG: bars.digest, OBJECTIVE_TAG: objective}
     params = {f"{section}.{key}": str(value) for section, values in shipment.config.to_dict().items()
               for key, value in values.items()}
     now = int(time.time() * 1000)
-    metrics = [Metric(key, float(m[key]), now, int(m["epoch"])) for m in shipment.history for key in EPOCH_METRICS
-               if key in m]
+    metrics = [Metric(metric_key(key, objective), float(m[key]), now, int(m["epoch"])) for m in shipment.history
+               for key in EPOCH_METRICS if key in m]
     with mlflow_settings(store.uri), mlflow.start_run(experiment_id=experiment_id, run_name=shipment.run_name,
                                                     tags=tags) as run:
         run_id = run.info.run_id

@@ -91,7 +91,7 @@ def test_best_without_a_look_says_so_and_register_needs_no_look(finished_sweep, 
     client = mlflow.MlflowClient(uri)
     version = client.get_model_version("mt-unjudged", "1")
     for tags in (version.tags, client.get_run(version.run_id).data.tags):
-        assert tags["mamba_tune.judged_by"] == "none" and "mamba_tune.test_loss" not in tags
+        assert tags["mamba_tune.judged_by"] == "none" and "mamba_tune.test_loss_mse_log" not in tags
 
 
 def test_a_winner_is_registered_and_refitted_only_with_the_bars_it_was_tuned_on(finished_sweep, bars, tmp_path):

@@ -35,9 +35,11 @@ def test_every_command_is_reachable_from_the_top():
 @pytest.mark.parametrize(("words", "parser"), COMMANDS, ids=[" ".join(w) for w, _ in COMMANDS])
 def test_every_command_has_a_description_examples_and_help_for_every_flag(words, parser):
     assert parser.description and parser.description[0].isupper() and parser.description.rstrip().endswith(".")
-    examples = parser.epilog.splitlines()
+    examples, *codes = parser.epilog.split("\n\n")  # then, for sweep and resume, what each exit code means
+    examples = examples.splitlines()
     assert examples[0] == "examples:" and all(line.startswith(f"  mamba-tune {' '.join(words)}")
                                                for line in examples[1:]), examples
+    assert all(section.startswith("exit codes:\n  0    ") for section in codes), codes
     for action in parser._actions:
         if not isinstance(action, argparse._SubParsersAction):
             assert action.help and action.help != argparse.SUPPRESS, (words, action.option_strings or action.dest)

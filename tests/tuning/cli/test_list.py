@@ -36,13 +36,14 @@ def test_list_shows_each_sweep_its_state_trials_and_figures(finished_sweep, bars
     done = run_cli("list", "--storage", shelf)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert lines[0].split() == ["name", "state", "trials", "best", "val", "test", "started", "(UTC)"]
+    assert lines[0].split() == ["name", "state", "trials", "best", "val", "test", "objective", "started", "(UTC)"]
     look = json.loads((shelf / "t" / "test.json").read_text())[-1]
     ledger = json.loads((shelf / "t" / "trials.json").read_text())
     winner = next(r for r in ledger if r["trial_id"] == look["trial_id"])
     rows = {line.split()[0]: line.split() for line in lines[1:]}
     assert rows["t"][1:5] == ["finished", "5/5", f"{winner['best_val_loss']:.4f}", f"{look['test_loss']:.4f}"]
     assert rows["early"][1:5] == ["interrupted", "0/5", "-", "-"]
+    assert rows["t"][5] == rows["early"][5] == "mse_log"  # the smoke space's: the volatility target's default
     assert rows["broken"][1] == "unreadable" and len(rows) == 3
 
 

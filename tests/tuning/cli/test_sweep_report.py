@@ -59,3 +59,26 @@ def test_print_finalists_shows_a_spread_only_over_two_runs_or_more(capsys):
     board = capsys.readouterr().out
     assert "val 0.3400 +- 0.0283 (runs 2/2)" in board  # the stdev of 0.32 and 0.36
     assert "val 0.5000 (runs 1/2 unconfirmed)" in board and "+- 0.0000" not in board
+
+
+def test_the_look_and_the_leaderboard_name_the_objective_their_losses_are_in(capsys, tmp_path):
+    """A look records its objective and the printed line names it; a look before objectives names none. The
+    leaderboard's vs HAR is the trial's loss over HAR's, both of the one objective the line above it names."""
+    from dataclasses import replace
+
+    from tuning.cli.sweep_report import print_leaderboard
+
+    print_test_look({**LOOK, "objective": "qlike"}, tmp_path)
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith("test: test loss 0.5000 on 120 test samples (trial w1, best.pt of epoch 3; QLIKE); HAR ")
+    print_test_look(LOOK, tmp_path)
+    assert "; QLIKE)" not in capsys.readouterr().out.splitlines()[0]
+
+    trial = replace(record("t1", 0.3), baseline_har=0.6, baseline_persistence=1.2)
+    print_leaderboard([trial], "mse_var")
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == ("losses: validation MSE of variance, in units of the mean training variance squared; vs HAR, "
+                        "vs pers.: over HAR's and persistence's, by the same objective")
+    assert lines[2].split()[-2:] == ["0.50", "0.25"]  # 0.3 / 0.6 and 0.3 / 1.2
+    print_leaderboard([trial])
+    assert capsys.readouterr().out.startswith("rank ")  # no objective given: no line

@@ -42,6 +42,10 @@ def test_cli_train_writes_config_metrics_and_checkpoints(workspace):
     for label in ("status         completed at epoch 2", "best val loss", "vs baselines   HAR", "overfit ratio"):
         assert label in done.stdout
     assert "epoch   0/2" in done.stdout and "before training (E0)" in done.stdout
+    # The losses' objective named: the volatility target's default, MSE of log volatility (docs/winner.md).
+    assert "baselines (validation MSE of log volatility, scaled units): HAR " in done.stdout
+    assert "better; MSE of log volatility)" in done.stdout
+    assert json.loads((out / "test.json").read_text())["objective"] == "mse_log"
 
 
 @pytest.mark.faults  # a run interrupted and resumed (make test within 12 minutes)
@@ -282,7 +286,7 @@ def test_cli_train_winner_on_its_sweep_bars_scores_the_test_segment_only_as_a_co
     client = open_store(store)
     experiment = store.experiment_id(client, "t")
     log = TrackingLog(client, experiment, manifest.sweep_id, tmp_path / "spool.jsonl")  # the sweep's run, its look
-    log.start_run(SWEEP_KEY, "t sweep")
+    log.start_run(SWEEP_KEY, "t sweep", tags={"mamba_tune.objective": "mse_log"})  # a sweep of this version
     log_test_look(log, [first], None)
     assert log.close(timeout_s=30) == 0
     best = winner_yaml(tmp_path, data_sha256=sha256_of(bars))
@@ -305,7 +309,7 @@ def test_cli_train_winner_on_its_sweep_bars_scores_the_test_segment_only_as_a_co
     assert not (sweep / "driver.json").exists()  # the mark the look held is gone
     (run,) = client.search_runs([experiment])
     assert {m.step: m.value for m in client.get_metric_history(run.info.run_id, "test_looks")} == {0: 1.0, 1: 2.0}
-    assert [(m.step, m.value) for m in client.get_metric_history(run.info.run_id, "test_loss")] == [(0, 0.5)]
+    assert [(m.step, m.value) for m in client.get_metric_history(run.info.run_id, "test_loss_mse_log")] == [(0, 0.5)]
     assert "test_ratio_har" not in client.get_run(run.info.run_id).data.metrics  # the train look's: test.json only
 
 

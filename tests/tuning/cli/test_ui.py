@@ -63,8 +63,9 @@ def test_ui_lists_the_sweep_with_its_nested_trials_and_charts_a_trial_val_loss(u
         page.screenshot(path=SCREENSHOTS / "experiment.png")
 
         page.goto(f"{url}/#/experiments/{experiment}/runs/{trial_run.info.run_id}/model-metrics")
-        page.get_by_placeholder("Search metric charts").fill("val_loss")
-        page.get_by_text(f"{trial_run.info.run_name} (val_loss)").first.wait_for(timeout=60_000)  # the chart's legend
+        metric = f"val_loss_{trial_run.data.tags['mamba_tune.objective']}"  # one key per objective: val_loss_mse_log
+        page.get_by_placeholder("Search metric charts").fill(metric)
+        page.get_by_text(f"{trial_run.info.run_name} ({metric})").first.wait_for(timeout=60_000)  # the chart's legend
         page.locator("path.js-line").first.wait_for(state="attached", timeout=60_000)  # a drawn curve, not a spinner
         page.screenshot(path=SCREENSHOTS / "trial-metrics.png")
         browser.close()

@@ -26,6 +26,18 @@ def test_trial_epochs_left_keeps_one_in_reduction_factor_past_each_rung_ahead():
     assert trial_epochs_left(50, DEFAULT) == 0.0
 
 
+def test_hyperbands_trial_epochs_are_each_brackets_weighted_by_rays_chance_of_it():
+    hyperband = SchedulerConfig(kind="hyperband", max_epochs=50, grace_period=5, reduction_factor=3)  # 3 brackets
+    assert rungs(hyperband) == (5, 15, 45)  # bracket 0's: ASHA's
+    each = torch.tensor([5 + 10 / 3 + 30 / 9 + 5 / 27, 15 + 30 / 3 + 5 / 9, 45 + 5 / 3])  # rungs 5,15,45; 15,45; 45
+    chance = torch.tensor([3.0, 2.0, 1.0]).sub(3).exp()  # Ray's: e^(rungs - most rungs)
+    torch.testing.assert_close(torch.tensor(trial_epochs_left(0, hyperband)),
+                               (each * chance).sum() / chance.sum())
+    assert trial_epochs_left(0, hyperband) > trial_epochs_left(0, DEFAULT)  # later first cuts: more epochs
+    one = SchedulerConfig(kind="hyperband", max_epochs=50, grace_period=5, reduction_factor=3, brackets=1)
+    torch.testing.assert_close(trial_epochs_left(7, one), trial_epochs_left(7, DEFAULT))  # one bracket: ASHA
+
+
 def test_seconds_left_shares_the_runs_among_the_slots():
     # SMALL: a new trial 2 + 2/2 = 3 epochs; one at epoch 1: 1 + 2/2 = 2; 10 s an epoch, 4 s to start
     torch.testing.assert_close(seconds_left(10.0, 4.0, SMALL, 2, searching=[1], unstarted=3),

@@ -81,7 +81,7 @@ def write(tmp_path, change):
         ({"gate.ratio_to_e0": -0.5}, r"gate: ratio_to_e0 must be a positive number, got -0.5"),
         ({"scheduler.reduction_factor": 1}, r"scheduler: reduction_factor must be at least 2, got 1"),
         ({"scheduler.grace_period": 9}, r"scheduler: grace_period 9 is beyond max_epochs 6"),
-        ({"scheduler.patience": 3}, r"unknown key 'patience' in scheduler; scheduler takes max_epochs, grace_period"),
+        ({"scheduler.patience": 3}, r"unknown key 'patience' in scheduler; scheduler takes kind, max_epochs, grace_period"),
         ({"trials": 0}, r"trials must be a positive integer, got 0"),
         ({"resources.workers": 0}, r"resources: workers must be a positive integer, got 0"),
         ({"resources.gpus_per_trial": -1}, r"resources: gpus_per_trial must be a number >= 0 or auto, got -1"),

@@ -75,7 +75,7 @@ def test_a_sweeps_end_that_fails_after_its_look_leaves_it_in_mlflow_and_in_the_s
     assert looks_in_mlflow(uri) == {0: 1.0}  # and in MLflow
     run = sweep_run(uri)
     assert run.data.tags["mamba_tune.test_look"] == "done"
-    torch.testing.assert_close(run.data.metrics["test_loss"], taken["test_loss"])
+    torch.testing.assert_close(run.data.metrics["test_loss_mse_log"], taken["test_loss"])
 
 
 def test_resume_logs_each_look_mlflow_lacks_and_counts_them_all(finished_sweep, tmp_path):
@@ -93,7 +93,7 @@ def test_resume_logs_each_look_mlflow_lacks_and_counts_them_all(finished_sweep, 
     assert looks_in_mlflow(uri) == {0: 1.0, 1: 2.0}  # each look once, at its own step
     run = sweep_run(uri)
     assert run.data.metrics["test_looks"] == 2  # test.json's count
-    torch.testing.assert_close(run.data.metrics["test_loss"], again["test_loss"])  # the newest look
+    torch.testing.assert_close(run.data.metrics["test_loss_mse_log"], again["test_loss"])  # the newest look
 
     twice = run_cli("resume", "t", "--storage", storage)
     assert twice.returncode == 0, twice.stderr[-3000:]

@@ -130,3 +130,10 @@ def test_post_counts_name_resolution_in_its_deadline(slow_names):
     with pytest.raises(NotifyError, match=rf"^no answer within {DEADLINE_S:g} s"):
         post(f"http://localhost:{free_port()}/services/T/B/SECRET", {"text": "x"})
     assert time.monotonic() - start < 20
+
+
+def test_notification_names_the_objective_its_best_val_loss_is_in():
+    body = notification(end(ENDED, trials=8, objective="qlike"))
+    assert body["objective"] == "qlike"
+    assert body["text"].startswith("mamba-tune sweep smoke ended: 8/8 trials, best val 0.2311 (QLIKE)\n")
+    assert "objective" not in notification(end(ENDED))  # not known: left out, as before objectives

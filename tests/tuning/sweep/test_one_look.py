@@ -90,7 +90,7 @@ def test_a_look_at_another_winner_is_added_and_every_look_is_counted(finished_sw
     assert (second["trial_id"], second["look"], second["trials"]) == (look["trial_id"], 2, 5)
     run = sweep_run(uri)
     assert run.data.metrics["test_looks"] == 2
-    torch.testing.assert_close(run.data.metrics["test_loss"], second["test_loss"])
+    torch.testing.assert_close(run.data.metrics["test_loss_mse_log"], second["test_loss"])
 
     best = run_cli("best", "t", "--storage", storage, "--out", tmp_path / "best.yaml")
     assert best.returncode == 0, best.stderr[-3000:]
@@ -136,3 +136,22 @@ def test_two_models_trained_on_other_windows_are_compared_on_the_test_samples_bo
     same = on_common_test_samples(squared_errors(short), short, squared_errors(short) * 2, short)
     assert len(same[0]) == len(same[1]) == len(short.test_index) and same[1] is not same[0]
     torch.testing.assert_close(same[1], squared_errors(short) * 2)  # one Dataset: as they are
+
+
+def test_losses_of_another_window_are_brought_to_the_winners_units_as_the_objective_needs(tmp_path):
+    """QLIKE depends on σ²/h alone: no rescaling; mse_var's losses are in units of each Dataset's v̄²: the square of
+    the ratio of the two v̄; mse_log's, squared errors of scaled targets: the ratio of the target variances."""
+    from model.data import DataConfig, load_dataset
+    from tests.bars import write_bars
+    from tuning.sweep.one_look import on_common_test_samples
+
+    bars = write_bars(tmp_path / "bars.parquet", 1500, seed=3)
+    for objective in ("qlike", "mse_var", "mse_log"):
+        short, long = (load_dataset(bars, DataConfig(window=w, horizon=6, objective=objective)) for w in (32, 64))
+        theirs = np.ones(len(long.test_index))
+        _, rescaled = on_common_test_samples(np.ones(len(short.test_index)), short, theirs, long)
+        expected = {"qlike": 1.0,
+                    "mse_var": (long.objective_scale.variance_mean / short.objective_scale.variance_mean) ** 2,
+                    "mse_log": (long.scaler.target_std / short.scaler.target_std) ** 2}[objective]
+        assert expected != 1.0 or objective == "qlike"
+        torch.testing.assert_close(rescaled, np.full(len(long.test_index), expected))

@@ -35,7 +35,7 @@ def test_sweep_stops_trials_by_asha_and_gate_and_its_best_trains_again(bars, fin
     assert (gated["params"]["learning_rate"], gated["stop_epoch"]) == (1e-7, 2)
     assert decisions(records, SPACE["initial"]) == STRAIGHT_THROUGH  # what an interrupted, resumed sweep must match
     assert "rank trial" in done.stdout and "completed@4" in done.stdout  # the leaderboard
-    assert "vs E0  vs HAR vs pers." in done.stdout and "baselines (validation MSE, scaled): HAR " in done.stdout
+    assert "vs E0  vs HAR vs pers." in done.stdout and "baselines (validation MSE of log volatility, scaled units): HAR " in done.stdout
 
     study = optuna.load_study(study_name="t", storage=f"sqlite:///{storage / 't' / 'optuna.db'}")
     states = {t.user_attrs["ray_trial_id"]: t.state for t in study.trials}
@@ -156,8 +156,9 @@ def test_sweep_logs_every_trial_to_mlflow_as_a_nested_run(finished_sweep, bars, 
     (parent,) = mlflow.MlflowClient(uri).search_runs(
         [mlflow.MlflowClient(uri).get_experiment_by_name("t").experiment_id], "tags.`mamba_tune.role` = 'sweep'")
     assert {k: v for k, v in parent.data.metrics.items() if "test" in k} == {
-        "test_loss": look["test_loss"], "test_baseline_har": look["baseline_har"], "n_test": look["n_test"],
-        "test_baseline_persistence": look["baseline_persistence"], "test_baseline_mean": look["baseline_mean"],
+        "test_loss_mse_log": look["test_loss"], "test_baseline_har_mse_log": look["baseline_har"],  # the objective's
+        "n_test": look["n_test"], "test_baseline_persistence_mse_log": look["baseline_persistence"],  # keys
+        "test_baseline_mean_mse_log": look["baseline_mean"],
         "test_ratio_har": look["vs_har"]["ratio"], "test_dm_stat_har": look["vs_har"]["dm_stat"],
         "test_dm_pvalue_har": look["vs_har"]["dm_pvalue"], "test_ratio_initial": look["vs_initial"]["ratio"],
         **{f"test_{k}_har": look["vs_har"][k] for k in ("dm_lags", "dm_fallback", "dm_stat_wide", "dm_pvalue_wide",

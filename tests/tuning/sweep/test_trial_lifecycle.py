@@ -80,7 +80,7 @@ def test_a_trial_end_is_recorded_then_logged_with_the_best_pt_of_its_record(swee
     assert (record.stop_reason, record.stop_epoch, record.best_epoch, record.val_curve) == ("asha", 2, 1, tuple(VAL))
     run = trial_run(client, "a")
     assert (run.data.tags["stop_reason"], run.data.tags["stop_epoch"], run.info.status) == ("asha", "2", "FINISHED")
-    assert [m.step for m in client.get_metric_history(run.info.run_id, "val_loss")] == [0, 1, 2]
+    assert [m.step for m in client.get_metric_history(run.info.run_id, "val_loss_mse_log")] == [0, 1, 2]
     best = client.download_artifacts(run.info.run_id, "checkpoint/best.pt", str(tmp_path))
     assert Path(best).read_bytes() == b"best at epoch 1"
     assert not (folder / "train" / "a" / "best").exists() and not (folder / "tracking" / "a" / "best.pt").exists()
@@ -101,7 +101,7 @@ def test_a_trial_a_killed_driver_recorded_ends_again_in_mlflow_without_a_second_
     assert list(Ledger(folder / "trials.json").records) == ["b"]
     run = trial_run(client, "b")
     assert (run.data.tags["stop_reason"], run.info.status) == ("completed", "FINISHED")
-    assert not client.get_metric_history(run.info.run_id, "val_loss")  # its epochs are not logged from the report
+    assert not client.get_metric_history(run.info.run_id, "val_loss_mse_log")  # not logged from the report
 
 
 

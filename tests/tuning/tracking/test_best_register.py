@@ -78,8 +78,9 @@ def test_best_register_ships_the_winners_own_checkpoint_as_challenger(finished_s
     expected_tags = {"mamba_tune.confirmation": "confirmed", "mamba_tune.data_sha256": sha256_of(bars),"mamba_tune.role": "sweep-winner", "mamba_tune.sweep": "t", "mamba_tune.trial": best.trial_id,
                      "mamba_tune.data": str(bars.resolve()), "mamba_tune.data_digest": file_digest(bars),
                      "mamba_tune.best_epoch": str(best.best_epoch),
-                     "mamba_tune.val_loss": f"{best.best_val_loss:.6g}",
-                     "mamba_tune.test_loss": f"{test_look['test_loss']:.6g}"}
+                     "mamba_tune.objective": "mse_log",  # the sweep's: the volatility target's default
+                     "mamba_tune.val_loss_mse_log": f"{best.best_val_loss:.6g}",
+                     "mamba_tune.test_loss_mse_log": f"{test_look['test_loss']:.6g}"}
     run = client.get_run(version.run_id)
     sweep_store = MlflowClient(uri)  # the sweep logged to the session's embedded store; the version links its run
     sweep_experiment = sweep_store.get_experiment_by_name("t").experiment_id
@@ -91,7 +92,7 @@ def test_best_register_ships_the_winners_own_checkpoint_as_challenger(finished_s
     assert [(i.dataset.name, i.dataset.digest) for i in run.inputs.dataset_inputs] == [(bars.stem, file_digest(bars))]
     # No training: the run's val_loss curve is the trial's, epoch for epoch.
     history = json.loads(Path(client.download_artifacts(run.info.run_id, "metrics.json", str(tmp_path))).read_text())
-    logged = sorted((m.step, m.value) for m in client.get_metric_history(run.info.run_id, "val_loss"))
+    logged = sorted((m.step, m.value) for m in client.get_metric_history(run.info.run_id, "val_loss_mse_log"))
     assert [step for step, _ in logged] == [m["epoch"] for m in history] == list(range(best.stop_epoch + 1))
     torch.testing.assert_close([value for _, value in logged], [float(m["val_loss"]) for m in history])
     torch.testing.assert_close(dict(logged)[best.best_epoch], best.best_val_loss)
@@ -124,7 +125,7 @@ def test_best_register_ensemble_ships_the_mean_of_the_winners_seeds(finished_swe
             "best.pt, their mean forecast), no training") in done.stdout, done.stdout
     version = MlflowClient(mlflow_server.url, mlflow_server.url).get_model_version(name, "1")
     assert version.tags["mamba_tune.ensemble"] == " ".join(m.trial_id for m in members)
-    assert version.tags["mamba_tune.test_loss"] == f"{ensemble['test_loss']:.6g}"
+    assert version.tags["mamba_tune.test_loss_mse_log"] == f"{ensemble['test_loss']:.6g}"
     new_bars = tmp_path / "new.parquet"
     write_bars(new_bars, 200, seed=9)
     predicted = predict_in_a_fresh_process(mlflow_server.url, f"models:/{name}/1", new_bars, tmp_path)

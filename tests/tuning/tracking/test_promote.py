@@ -79,8 +79,9 @@ def test_promote_makes_the_first_challenger_champion_then_keeps_the_better(mlflo
     assert [r.data.tags["mamba_tune.promoted"] for r in runs] == ["True", "True", "False"]
     last = runs[-1]
     metrics = last.data.metrics
-    assert {"mse_challenger", "mse_champion", "mse_har", "mse_persistence", "n_scored"} <= set(metrics)
-    assert metrics["mse_champion"] < metrics["mse_challenger"]  # the trained version beats the barely trained one
+    assert {"loss_challenger_mse_log", "loss_champion_mse_log", "loss_har_mse_log", "loss_persistence_mse_log",
+            "n_scored"} <= set(metrics)  # the versions' objective (mamba_tune.objective): the default, mse_log
+    assert metrics["loss_champion_mse_log"] < metrics["loss_challenger_mse_log"]  # trained beats barely trained
     assert (last.data.params["challenger_version"], last.data.params["champion_version"]) == ("3", "2")
     assert [(i.dataset.digest, i.tags[0].value) for i in last.inputs.dataset_inputs] == [
         (file_digest(new), "evaluation")]

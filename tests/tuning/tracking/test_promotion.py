@@ -351,3 +351,44 @@ def test_challenger_tests_are_model_verdicts_versus_over_the_targets_overlap():
     few = SimpleNamespace(target=target[:4], forecasts={k: f[:4] for k, f in forecasts.items() if k != "champion"})
     (only,) = challenger_tests(few, "realized_vol", 6).values()  # 4 samples, a 6-bar horizon: no test
     assert np.isnan(only.stat) and np.isnan(only.pvalue)
+
+
+def test_promote_reads_versions_registered_before_objectives_as_mse_log_and_records_its_objective(
+        store, trained_on, noisy):
+    """Versions without the tag mamba_tune.objective (registered before objectives) are a volatility target's
+    default, mse_log: the promote run says so (tag, param) and keys its losses loss_<name>_mse_log."""
+    bars, new = trained_on
+    noisy.update({"1": NoisyStandIn(1.0, seed=1), "2": NoisyStandIn(0.5, seed=2)})
+    name = champion_and_challenger(store, bars)
+    verdict = promote(store, name, new)
+    assert (verdict.objective, verdict.champion.objective) == ("mse_log", "mse_log")
+    run = promote_runs(store, name)[0]
+    assert run.data.tags["mamba_tune.objective"] == "mse_log"
+    assert (run.data.params["objective"], run.data.params["champion_objective"]) == ("mse_log", "mse_log")
+    logged = {k: run.data.metrics[f"loss_{k}_mse_log"] for k in ("challenger", "champion", "har", "persistence")}
+    torch.testing.assert_close(logged, verdict.comparison.losses)
+    assert not any(key.startswith("mse_") for key in run.data.metrics)  # no key shared with another objective
+    assert run.data.tags["mlflow.note.content"].endswith("(losses: MSE of log volatility)")
+
+
+def test_promote_scores_a_champion_of_another_objective_by_the_challengers(store, trained_on, noisy, capsys):
+    """A challenger chosen by QLIKE against a champion of MSE of log volatility: both scored by QLIKE (documented
+    in docs/winner.md), said in the verdict and the printed lines, recorded under the QLIKE keys."""
+    from tuning.cli.main import main
+
+    bars, new = trained_on
+    noisy.update({"1": NoisyStandIn(1.0, seed=1), "2": NoisyStandIn(0.5, seed=2)})
+    name = next(names)
+    register(store, name, "champion", trained_range(bars))  # before objectives: mse_log
+    register(store, name, "challenger", {**trained_range(bars), "mamba_tune.objective": "qlike"})
+    assert main(["promote", name, "--data", str(new.path), "--tracking-uri", store.uri]) == 0
+    printed = capsys.readouterr().out
+    run = promote_runs(store, name)[0]
+    assert run.data.tags["mamba_tune.objective"] == "qlike" and run.data.params["champion_objective"] == "mse_log"
+    assert {f"loss_{k}_qlike" for k in ("challenger", "champion", "har", "persistence")} <= set(run.data.metrics)
+    assert not any(key.endswith("_mse_log") for key in run.data.metrics)
+    assert "QLIKE (qlike, the challenger's objective); the champion was chosen by MSE of log volatility:" in printed
+    assert run.data.tags["mlflow.note.content"].endswith(
+        "(losses: QLIKE, the challenger's objective; the champion was chosen by MSE of log volatility)")
+    losses = {k: run.data.metrics[f"loss_{k}_qlike"] for k in ("challenger", "champion")}
+    assert run.data.tags["mamba_tune.promoted"] == str(losses["challenger"] < losses["champion"])

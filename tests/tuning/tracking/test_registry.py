@@ -40,6 +40,7 @@ from tests.cli import ROOT, assert_one_line_error, free_port, run_cli
 from tuning.cli.main import main
 from tuning.errors import UsageError
 from tuning.tracking.lineage import file_digest
+from tuning.tracking.objective import metric_key
 from tuning.tracking.pyfunc_model import BarsForecaster
 from tuning.tracking.registry import bars_frame, check_model_name
 from tuning.tracking.store import EPOCH_METRICS
@@ -139,8 +140,9 @@ def test_register_run_logs_params_epoch_metrics_tags_and_files(registered):
     assert (params["data.window"], params["data.target"], params["model.d_model"], params["model.n_layers"],
             params["train.epochs"], params["train.lr"]) == ("32", "volatility", "16", "1", "2", "0.003")
     history = json.loads((registered.folder / "run1" / "metrics.json").read_text())
-    for key in EPOCH_METRICS:
-        logged = sorted((m.step, m.value) for m in client.get_metric_history(run_id, key))
+    assert run.data.tags["mamba_tune.objective"] == "mse_log"  # the default of a volatility target
+    for key in EPOCH_METRICS:  # each loss under its objective's key: val_loss_mse_log
+        logged = sorted((m.step, m.value) for m in client.get_metric_history(run_id, metric_key(key, "mse_log")))
         assert [step for step, _ in logged] == [0, 1, 2], key
         torch.testing.assert_close([value for _, value in logged], [float(m[key]) for m in history])
     assert {f.path for f in client.list_artifacts(run_id)} >= {"config.yaml", "metrics.json"}
@@ -183,6 +185,28 @@ def test_a_checkpoint_from_before_the_fall_inputs_forecasts_without_them(registe
     predicted = forecaster.predict(None, bars_frame(read_bars(bars_path)))
     _, expected = checkpoint_forecast(registered.folder / "no-falls" / "best.pt", bars_path)
     torch.testing.assert_close(torch.tensor(predicted["prediction"].to_numpy()), torch.from_numpy(expected))
+
+
+def test_a_model_of_variance_mse_forecasts_as_it_trained_with_its_har_on_the_variance_level(registered, tmp_path):
+    """data.objective mse_var fits HAR on the variance level (floored, not linear in logs): the registered model
+    feeds that HAR to the network as its training did, so it forecasts the bars as the training data path does."""
+    from model.data import DataConfig, load_dataset
+    from model.holdout import checkpoint_forecasts
+
+    config = tmp_path / "mse-var.yaml"
+    config.write_text(yaml.safe_dump({**TINY, "data": {**TINY["data"], "objective": "mse_var"}}))
+    assert train(registered.folder, "mse-var", "--config", str(config))[0] == 0
+    best = registered.folder / "mse-var" / "best.pt"
+    assert load_checkpoint(best)["data"]["har"]["fit"] == "ols_variance"
+    forecaster = BarsForecaster()
+    forecaster.load_context(SimpleNamespace(artifacts={"checkpoint": str(best)}))
+    bars_path = registered.folder / "bars.parquet"
+    predicted = forecaster.predict(None, bars_frame(read_bars(bars_path)))["prediction"].to_numpy()
+    data = load_dataset(bars_path, DataConfig(window=WINDOW, horizon=6, objective="mse_var"))
+    index = data.test_index  # samples ending at these bars; the model's row for bar b is b - window
+    expected = checkpoint_forecasts(best, data, index) * data.scaler.target_std + data.scaler.target_mean
+    torch.testing.assert_close(torch.from_numpy(predicted[index - WINDOW]), torch.from_numpy(expected),
+                               rtol=1e-4, atol=1e-4)
 
 
 def test_a_model_trained_on_a_markets_clock_reads_new_bars_on_that_clock(registered, tmp_path):

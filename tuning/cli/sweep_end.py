@@ -1,0 +1,42 @@
+"""How a sweep with no winner ends: the answer when no trial passed the gate (exit NO_WINNER_EXIT, its MLflow run
+tagged so), an error when every trial failed (exit 1)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from tuning.search.gate_verdict import NO_WINNER, NO_WINNER_EXIT, OUTCOME_TAG, gate_verdict
+
+
+def no_winner(records: list, space: Any, folder: Any, mlflow: tuple | None = None) -> int:
+    """No search trial completed: the answer when the gate stopped every trial that reached its epoch
+    (NO_WINNER_EXIT; the sweep's MLflow run, `mlflow` = (store, name, sweep_id), tagged so), else an error (1): every
+    trial failed, or one the gate let through was stopped later."""
+    verdict = gate_verdict(records, space.gate, space.scheduler.max_epochs)
+    if verdict is not None:
+        print()
+        for line in verdict.lines():
+            print(line)
+        print(f"records: {folder}/trials.json", flush=True)
+        if mlflow is not None:
+            tag_no_winner(*mlflow)
+        return NO_WINNER_EXIT
+    reasons = ", ".join(f"{n} {k}" for k in ("asha", "gate", "invalid", "nan", "error")
+                        if (n := sum(r.stop_reason == k for r in records)))
+    print(f"error: no trial ran all {space.scheduler.max_epochs} epochs ({reasons}); see "
+          f"{folder}/trials.json, then widen the space or relax the gate", file=sys.stderr)
+    return 1
+
+
+def tag_no_winner(store: Any, name: str, sweep_id: str) -> None:
+    """The sweep's MLflow parent run (ended FINISHED: every trial ran) tagged mamba_tune.outcome: no winner."""
+    from tuning.tracking.runs import find_sweep_run
+
+    found = find_sweep_run(store, name, sweep_id)
+    try:
+        if found is None:
+            raise LookupError(f"no run of sweep {name} in {store.uri}")
+        store.client().set_tag(found[1], OUTCOME_TAG, NO_WINNER)
+    except Exception as exc:  # noqa: BLE001 - the answer stands without the tag
+        print(f"warning: could not tag the sweep's MLflow run {OUTCOME_TAG}={NO_WINNER!r} ({exc})", file=sys.stderr)
