@@ -113,6 +113,17 @@ SPACES = {
                           "search.batch_size.choices must be a non-empty list"),
     "gate beyond max epochs": ({"gate": {"epoch": 9, "ratio_to_e0": 0.9}},
                                "gate.epoch 9 is beyond scheduler.max_epochs 4, the gate would never be reached"),
+    "an objective the target does not take": (
+        {"run": {**SPACE["run"], "data": {**SPACE["run"]["data"], "target": "return", "objective": "qlike"}}},
+        "data.objective qlike: QLIKE ranks variance forecasts, and target return is not one; use mse or target "
+        "volatility"),
+    "the objective searched": ({"search": {**SPACE["search"], "data.objective": {"choices": ["mse_log", "qlike"]}}},
+                               "data.objective cannot be searched: runs of different objectives have losses in "
+                               "different units"),
+    "a setting another stopping rule takes": (
+        {"scheduler": {"kind": "median", "max_epochs": 4, "grace_period": 2, "reduction_factor": 2}},
+        "scheduler.reduction_factor is set, and scheduler.kind median does not take it (only asha, hyperband do); "
+        "remove it, or --set scheduler.reduction_factor=null"),
 }
 
 
@@ -164,6 +175,13 @@ def test_resume_and_best_of_an_unknown_sweep_are_one_line_exit_2(tmp_path):
     for command in ("resume", "best"):
         done = run_cli(command, "nope", "--storage", tmp_path / "sweeps", timeout=120)
         assert_one_line_error(done, "no sweep named 'nope' in ")
+
+
+def test_a_warm_start_from_a_sweep_that_does_not_exist_is_one_line_exit_2_and_writes_nothing(bars, tmp_path):
+    done = run_cli("sweep", "--data", bars, "--space", write_space(tmp_path), "--storage", tmp_path / "sweeps",
+                   "--warm-start", "nope", timeout=120)
+    assert_one_line_error(done, "--warm-start nope: no sweep named 'nope' in ")
+    assert not (tmp_path / "sweeps" / "t").exists()
 
 
 def test_best_before_any_trial_finished_is_one_line_exit_2(bars, tmp_path):
