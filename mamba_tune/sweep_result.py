@@ -13,7 +13,7 @@ import yaml
 
 from mamba_tune.results import SweepResult, Verdict
 from tuning.cli.figures import SIGNIFICANCE, verdict_line
-from tuning.search.finalists import Unconfirmed, winner
+from tuning.search.finalists import winner_or_none
 from tuning.search.ledger import Ledger, TrialRecord, leaderboard
 from tuning.search.space import SweepSpace, parse_space
 from tuning.sweep.manifest import read_manifest
@@ -31,7 +31,7 @@ def read_sweep(storage: str, name: str) -> SweepResult:
     manifest = read_manifest(paths)
     space = parse_space(manifest.space, str(paths.folder / MANIFEST), stored=True)
     records = list(Ledger(paths.folder / LEDGER).records.values())
-    best = confirmed_winner(records, space)
+    best = winner_or_none(records, space.confirm, space.run.train.seed)  # the winner `best` would export
     test = latest_look(paths.folder, best.trial_id) if best is not None else None
     return SweepResult(
         name=name, storage=storage, folder=paths.folder, leaderboard=leaderboard_frame(records),
@@ -39,7 +39,7 @@ def read_sweep(storage: str, name: str) -> SweepResult:
         winner=winner_config(space, best, name, manifest.data, records, manifest.bars_sha256) if best else None,
         test=test, verdict=har_verdict(test), mlflow_run_id=_parent_run(manifest),
         tracking_uri=manifest.tracking_uri or _default_store_uri(), study_url=manifest.study_url or paths.study_url,
-        objective=getattr(space.run.data, "loss", None))
+        objective=space.run.data.loss)
 
 
 def no_winner_answer(storage: str, name: str) -> str | None:
@@ -55,14 +55,6 @@ def no_winner_answer(storage: str, name: str) -> str | None:
     except Exception:  # noqa: BLE001 - the exit code still says what happened
         return None
     return " ".join(verdict.lines()) if verdict is not None else None
-
-
-def confirmed_winner(records: list[TrialRecord], space: SweepSpace) -> TrialRecord | None:
-    """The winner `best` would export; None when there is none or its confirmation is not complete."""
-    try:
-        return winner(records, space.confirm, space.run.train.seed)
-    except Unconfirmed:
-        return None
 
 
 def leaderboard_frame(records: list[TrialRecord]) -> pd.DataFrame:

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from model.features import TARGETS, trailing_log_volatility
-from model.objectives import ObjectiveScale, per_sample_loss, scaled_log_volatility
+from model.objectives import ObjectiveScale, mean_loss, scaled_log_volatility, variance_of
 
 BASELINES = ("har", "persistence", "mean")
 HAR_FITS = {"mse_log": "ols_log", "mse": "ols_log", "qlike": "qlike_log", "mse_var": "ols_variance"}
@@ -99,7 +99,7 @@ def scored_baselines(target: np.ndarray, persistence: np.ndarray, har: np.ndarra
     actual = target[index].astype(np.float64)
 
     def loss(forecast: np.ndarray) -> float:
-        return float(np.mean(per_sample_loss(objective, np.asarray(forecast, np.float64), actual, scale)))
+        return mean_loss(objective, np.asarray(forecast, np.float64), actual, scale)
 
     return {
         "har": loss(har),
@@ -152,7 +152,7 @@ def fit_har_for(objective: str, past: np.ndarray, target: np.ndarray, train_inde
         return HarFit(fit_har(past, target, train_index), fit)
     if fit == "qlike_log":
         return HarFit(_fit_qlike(past, target, train_index, scale), fit)
-    variance = np.exp(2 * (target[train_index].astype(np.float64) * scale.std + scale.mean))  # (n_train,) σ²
+    variance = variance_of(target[train_index], scale)  # (n_train,) float64 σ²
     coefficients, *_ = np.linalg.lstsq(_variance_design(past, train_index), variance, rcond=None)
     return HarFit(coefficients, fit, float(variance.min()))
 
@@ -169,7 +169,7 @@ def _fit_qlike(past: np.ndarray, target: np.ndarray, train_index: np.ndarray, sc
     b = fit_har(past, target, train_index)
 
     def loss(coefficients: np.ndarray) -> float:
-        return float(np.mean(per_sample_loss("qlike", design @ coefficients, actual, scale)))
+        return mean_loss("qlike", design @ coefficients, actual, scale)
 
     current = loss(b)
     for _ in range(NEWTON_STEPS):

@@ -18,7 +18,7 @@ import numpy as np
 from model.bars import Bars
 from model.baselines import fit_har_for, har_lookbacks, past_quantities
 from model.features import target_and_persistence
-from model.objectives import ObjectiveScale, per_sample_loss, resolve_objective
+from model.objectives import ObjectiveScale, mean_variance, per_sample_loss, resolve_objective
 
 MIN_SCORED = 16  # samples each side of the split: fewer say nothing
 
@@ -30,8 +30,8 @@ class Comparison:
     target: np.ndarray  # (n_scored,) the actual target of those samples
     forecasts: dict[str, np.ndarray]  # name -> (n_scored,) its forecasts of them (models, har, persistence)
     n_fit: int  # samples HAR was fitted on
-    objective: str = "mse_log"  # the loss of `losses` and `per_sample` (model/objectives.py)
-    per_sample: dict[str, np.ndarray] | None = None  # name -> (n_scored,) its per-sample losses, for a DM test
+    objective: str  # the loss of `losses` and `per_sample` (model/objectives.py)
+    per_sample: dict[str, np.ndarray]  # name -> (n_scored,) its per-sample losses, for a DM test
 
 
 def compare_forecasts(bars: Bars, target: str, horizon: int, forecasts: dict[str, tuple[np.ndarray, np.ndarray]],
@@ -63,8 +63,7 @@ def compare_forecasts(bars: Bars, target: str, horizon: int, forecasts: dict[str
     # HAR's last fitted target ends `horizon` bars after its sample: only samples ending before the first scored one.
     fitted = fitted[fitted + horizon < scored[0]]
     objective = resolve_objective(objective, target)
-    variance_mean = float(np.mean(np.exp(2 * actual[fitted]))) if target == "volatility" else 1.0
-    scale = ObjectiveScale(0.0, 1.0, variance_mean)  # forecasts and targets in the target's own units
+    scale = ObjectiveScale(0.0, 1.0, mean_variance(actual[fitted], target))  # forecasts, targets in their own units
     har = fit_har_for(objective, past, actual, fitted, scale)
     every = {**{name: at[scored] for name, at in by_bar.items()},
              "har": har.forecast(past, scored, scale), "persistence": persistence[scored]}

@@ -33,7 +33,7 @@ from model.bars_enough import require_enough_bars, sample_ends
 from model.bars_enough import test_segment_start as test_segment_start  # bench/leverage_walk_forward.py's
 from model.baselines import fit_har_for, har_lookbacks, past_quantities, scored_baselines
 from model.features import TARGETS, bar_features, feature_names, target_and_persistence
-from model.objectives import DEFAULT_OBJECTIVE, ObjectiveScale, resolve_objective
+from model.objectives import DEFAULT_OBJECTIVE, ObjectiveScale, mean_variance, resolve_objective
 from model.settings import known_settings, require_positive_ints
 
 if TYPE_CHECKING:  # torch is imported where a batch is made: the command line starts without it
@@ -268,8 +268,7 @@ def dataset_from_bars(bars: Bars, config: DataConfig, path: str | Path) -> Datas
     train_targets = target[train_index]
     scaler = Scaler(feature_mean, feature_std, float(train_targets.mean()), _scale(train_targets.std()))
     # mse_var's unit: the training targets' mean variance σ² = exp(2 log σ), never the validation or test ones'
-    variance_mean = (float(np.mean(np.exp(2 * train_targets.astype(np.float64)))) if config.target == "volatility"
-                     else 1.0)
+    variance_mean = mean_variance(train_targets, config.target)
     objective, scale = config.loss, ObjectiveScale(scaler.target_mean, scaler.target_std, variance_mean)
     features -= feature_mean
     features /= feature_std

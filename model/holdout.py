@@ -24,7 +24,7 @@ from model.config import ModelConfig
 from model.data import Dataset
 from model.errors import InputError
 from model.forecaster import Forecaster
-from model.objectives import per_sample_loss
+from model.objectives import mean_loss, per_sample_loss
 from model.train_config import TrainConfig
 from model.training import eval_batch_size, predict, resolve_device
 
@@ -117,7 +117,8 @@ def require_features(checkpoint: str | Path, trained: list[str], given: list[str
 
 def _mean_loss(forecasts: np.ndarray, data: Dataset, index: np.ndarray) -> float:
     """Mean loss (the objective's) of forecasts (n,) against the targets of the samples ending at bars `index` (n,)."""
-    return float(np.mean(_losses(forecasts, data, index)))
+    return mean_loss(data.objective, np.asarray(forecasts, dtype=np.float64), data.targets[index].astype(np.float64),
+                     data.objective_scale)
 
 
 def _losses(forecasts: np.ndarray, data: Dataset, index: np.ndarray) -> np.ndarray:

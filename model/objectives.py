@@ -96,6 +96,14 @@ def mean_loss(name: str, forecast: Any, target: Any, scale: ObjectiveScale) -> A
     return float(np.mean(losses)) if isinstance(losses, np.ndarray) else losses.mean()
 
 
+def mean_variance(log_volatility: np.ndarray, target: str) -> float:
+    """ObjectiveScale.variance_mean (v̄) of training targets (n,) in the target's own units: for volatility, the
+    mean variance σ² = exp(2 log σ) in float64; 1.0 (unused) for the other targets."""
+    if target != "volatility":
+        return 1.0
+    return float(np.mean(np.exp(2 * np.asarray(log_volatility).astype(np.float64))))
+
+
 def variance_of(scaled: Any, scale: ObjectiveScale) -> Any:
     """σ² = exp(2(y s + m)) of scaled log volatilities (n,) -> (n,): a forecast's variance h, a target's proxy."""
     return _Ops.of(scaled).exp(2 * (_Ops.of(scaled).real(scaled) * scale.std + scale.mean))

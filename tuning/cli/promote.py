@@ -8,6 +8,7 @@ from typing import Any
 from tuning.cli.data_common import add_column_option, add_data_option, parse_columns
 from tuning.cli.help import subcommand
 from tuning.cli.store_options import add_tracking_uri_option
+from tuning.tracking.objective import title
 
 
 def add_command(commands: argparse._SubParsersAction) -> None:
@@ -35,7 +36,6 @@ def add_command(commands: argparse._SubParsersAction) -> None:
 
 def cmd_promote(args: argparse.Namespace) -> int:
     from model.bars import read_bars
-    from tuning.tracking.objective import title
     from tuning.tracking.promotion import CHALLENGER, CHAMPION, check_alpha, promote, verdict_line
     from tuning.tracking.registry import DEFAULT_EXPERIMENT, check_model_name
     from tuning.tracking.store import open_store, resolve_store
@@ -48,7 +48,7 @@ def cmd_promote(args: argparse.Namespace) -> int:
     verdict = promote(store, args.model, bars, args.experiment or DEFAULT_EXPERIMENT, args.alpha)
     losses, c = verdict.comparison.losses, verdict.comparison
     print(f"{args.model} on {len(c.scored):,} samples of {args.data} (HAR fitted on the {c.n_fit:,} before them), "
-          f"{_losses_in(verdict, title)}:")
+          f"{_losses_in(verdict)}:")
     versions = {CHALLENGER: verdict.challenger, CHAMPION: verdict.champion}
     for label in (CHALLENGER, CHAMPION, "har", "persistence"):
         if label in losses:
@@ -62,7 +62,7 @@ def cmd_promote(args: argparse.Namespace) -> int:
     return 0
 
 
-def _losses_in(verdict: Any, title: Any) -> str:
+def _losses_in(verdict: Any) -> str:
     """What the printed losses are: "MSE of log volatility (mse_log)", in the target's units where squared errors."""
     objective = verdict.objective
     units = f" in {verdict.challenger.target} units" if objective in ("mse_log", "mse") else ""

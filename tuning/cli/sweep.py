@@ -25,7 +25,6 @@ from tuning.cli.sweep_signals import handle_sigterm_as_ctrl_c, stops_as_ctrl_c_o
 from tuning.cli.sweep_warm_start import (
     add_warm_start,
     add_warm_start_options,
-    record_warm_start,
     warm_plan,
     warm_source,
 )
@@ -51,7 +50,7 @@ from tuning.sweep_files import (
     unwritable_reason,
     valid_name,
 )
-from tuning.tracking.objective import loss_units
+from tuning.tracking.objective import loss_units, objective_of
 from tuning.tracking.store import open_store, resolve_store
 from tuning.yaml_io import read_yaml
 
@@ -164,6 +163,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     except TooFewBars as exc:  # the changes that fit, and the shipped spaces these bars are enough for (as data check)
         raise with_spaces_that_fit(exc) from None
 
+    from tuning.bars_file import bars_identity
     from tuning.cluster.shared_storage import check_shared
     from tuning.sweep import session
     from tuning.sweep.memory_probe import pack_trials, restrict_space, run_probe
@@ -189,16 +189,16 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                 space_values = pack_trials(space_values, probe)
             space = parse_space(space_values, str(args.space))
             plan = fullest_plan(space.resources, views)
-        warm_start = warm_plan(warm, space, args.data, data)  # planned from what was read: nothing written yet
+        bars = bars_identity(args.data, data.summary)  # the bars file hashed once, for the warm start and manifest
+        warm_start = warm_plan(warm, space, bars["sha256"], data)  # planned from what was read: nothing written yet
         if warm_start is not None:
             add_warm_start(paths, warm_start)  # into the new study; a failed add leaves nothing
         manifest = session.write_manifest(paths, args.data, space_values, trials, data, store.uri, probe,
-                                          webhook_set=notify is not None)
-        if warm_start is not None:
-            manifest = record_warm_start(paths, manifest, warm_start)
+                                          webhook_set=notify is not None, bars=bars,
+                                          warm_start=warm_start.to_dict() if warm_start is not None else None)
         return notified(notify, lambda: _run(session, paths, space, data, manifest, plan, (store, client), args.storage,
                                              resume=False), paths, trials, store, manifest.sweep_id,
-                        _resume_hint(paths, args.storage))
+                        _resume_hint(paths, args.storage), objective_of(space.run.data))
     finally:
         if started:
             session.ray.shutdown()
@@ -236,7 +236,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     if searched_all and not confirmation_runs(paths.folder / LEDGER, space):
         return notified(notify, lambda: _finish(session, store, paths, manifest, space, data, list(finished.values()),
                                                 args.storage), paths, manifest.trials, store, manifest.sweep_id,
-                        _resume_hint(paths, args.storage))
+                        _resume_hint(paths, args.storage), objective_of(space.run.data))
     client = open_store(store)  # an unreachable tracking server fails here, before Ray starts
     started = session.start_ray(args.address, dashboard=args.dashboard)
     handle_sigterm_as_ctrl_c()  # ray.init's own handler would end the sweep at once
@@ -246,7 +246,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
         check_shared(paths.ray_storage)
         return notified(notify, lambda: _run(session, paths, space, data, manifest, plan, (store, client), args.storage,
                                              resume=True), paths, manifest.trials, store, manifest.sweep_id,
-                        _resume_hint(paths, args.storage))
+                        _resume_hint(paths, args.storage), objective_of(space.run.data))
     finally:
         if started:
             session.ray.shutdown()
@@ -264,8 +264,9 @@ def _finish(session: Any, store: Any, paths: SweepPaths, manifest: SweepManifest
     if not done.looked:
         print(f"sweep {paths.name} has finished all {manifest.trials} trials and its confirmation runs; "
               "nothing to resume")
-        if gate_verdict(records, space.gate, space.scheduler.max_epochs) is not None:
-            return no_winner(records, space, paths.folder, (store, paths.name, manifest.sweep_id))  # said again
+        verdict = gate_verdict(records, space.gate, space.scheduler.max_epochs)
+        if verdict is not None:  # said again
+            return no_winner(records, verdict, space, paths.folder, (store, paths.name, manifest.sweep_id))
         return 0
     if done.look_failure:
         print(f"error: test segment: {done.look_failure}; `mamba-tune resume {paths.name}{storage_flag(storage)}` "
@@ -371,7 +372,8 @@ def _run_sweep(session: Any, paths: Any, space: Any, data: Any, manifest: SweepM
         return _incomplete(records, space, trials, resume_hint)
     best = winner(records, space.confirm, space.run.train.seed)
     if best is None:
-        return no_winner(records, space, paths.folder, (store, paths.name, manifest.sweep_id))
+        return no_winner(records, gate_verdict(records, space.gate, space.scheduler.max_epochs), space, paths.folder,
+                         (store, paths.name, manifest.sweep_id))
     confirmed = " (the confirmed winner)" if space.confirm else ""
     print(f"\nbest: trial {best.trial_id}{confirmed}; export it with `mamba-tune best {paths.name}"
           f"{storage_flag(storage)}`")

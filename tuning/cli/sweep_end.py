@@ -6,14 +6,13 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from tuning.search.gate_verdict import NO_WINNER, NO_WINNER_EXIT, OUTCOME_TAG, gate_verdict
+from tuning.search.gate_verdict import NO_WINNER, NO_WINNER_EXIT, OUTCOME_TAG, GateVerdict
 
 
-def no_winner(records: list, space: Any, folder: Any, mlflow: tuple | None = None) -> int:
-    """No search trial completed: the answer when the gate stopped every trial that reached its epoch
-    (NO_WINNER_EXIT; the sweep's MLflow run, `mlflow` = (store, name, sweep_id), tagged so), else an error (1): every
-    trial failed, or one the gate let through was stopped later."""
-    verdict = gate_verdict(records, space.gate, space.scheduler.max_epochs)
+def no_winner(records: list, verdict: GateVerdict | None, space: Any, folder: Any, mlflow: tuple | None = None) -> int:
+    """No search trial completed: the answer when the gate stopped every trial that reached its epoch (`verdict`,
+    gate_verdict's of `records`: NO_WINNER_EXIT; the sweep's MLflow run, `mlflow` = (store, name, sweep_id), tagged so),
+    else (None) an error (1): every trial failed, or one the gate let through was stopped later."""
     if verdict is not None:
         print()
         for line in verdict.lines():

@@ -71,15 +71,16 @@ def _given_url(flag: str | None, environ: Mapping[str, str]) -> str | None:
 
 
 def notified(url: str | None, run: Callable[[], int], paths: SweepPaths, trials: int, store: Any,
-             sweep_id: str, resume_hint: str) -> int:
+             sweep_id: str, resume_hint: str, objective: str | None = None) -> int:
     """run() (the sweep), then its notification to `url` (none when None): ended for exit 0, interrupted for 130,
-    failed for another exit code or an exception (raised on, once told)."""
+    failed for another exit code or an exception (raised on, once told). `objective`: the sweep's (what its best
+    validation loss is in; tuning/tracking/objective.py's objective_of its space's data), None where not known."""
     if url is None:
         return run()
 
     def tell(status: str, error: str | None = None) -> None:
         try:
-            end = sweep_end(status, paths, trials, store, sweep_id, resume_hint, error)
+            end = sweep_end(status, paths, trials, store, sweep_id, resume_hint, error, objective)
         except Exception as exc:  # noqa: BLE001 - a notification never changes how the sweep ends
             print(f"warning: notification to {webhook_host(url)} failed: could not read how the sweep ended "
                   f"({_first_line(exc)})", file=sys.stderr, flush=True)
@@ -100,7 +101,7 @@ def notified(url: str | None, run: Callable[[], int], paths: SweepPaths, trials:
 
 
 def sweep_end(status: str, paths: SweepPaths, trials: int, store: Any, sweep_id: str, resume_hint: str,
-              error: str | None = None) -> SweepEnd:
+              error: str | None = None, objective: str | None = None) -> SweepEnd:
     """What the notification tells, read from the sweep's folder (its ledger, its test look) and its store."""
     searched = [r for r in Ledger(paths.folder / LEDGER).records.values() if r.stage == SEARCH]
     best = best_record(searched)
@@ -110,22 +111,7 @@ def sweep_end(status: str, paths: SweepPaths, trials: int, store: Any, sweep_id:
         if "vs_har" in last else None
     run, link = _mlflow_run(store, paths.name, sweep_id)
     return SweepEnd(paths.name, status, len(searched), trials, best.best_val_loss if best else None, verdict,
-                    store.uri, run, link, error, resume_hint, _objective(paths))
-
-
-def _objective(paths: SweepPaths) -> str | None:
-    """The sweep's objective, from the space its sweep.json keeps; None where that cannot be read."""
-    import json
-
-    from tuning.search.space import parse_space
-    from tuning.sweep_files import MANIFEST
-    from tuning.tracking.objective import objective_of
-
-    try:
-        space = json.loads((paths.folder / MANIFEST).read_text())["space"]
-        return objective_of(parse_space(space, str(paths.folder / MANIFEST), stored=True).run.data)
-    except Exception:  # noqa: BLE001 - a notification says what it knows
-        return None
+                    store.uri, run, link, error, resume_hint, objective)
 
 
 def send(url: str, end: SweepEnd) -> None:

@@ -1,8 +1,8 @@
 """`sweep --warm-start OTHER [--warm-start-storage S]`: the other sweep read whole (its manifest, ledger and study) and
 checked in the refusal phase, its warm start planned from what was read before anything is written, then its trials
-and winner put in the new sweep's study before the manifest is written and Ray Tune opens the study
-(tuning/sweep/warm_start.py). Adding that fails leaves nothing: the study it was adding to is removed, so the same
-`sweep` can be run again."""
+and winner put in the new sweep's study before the manifest (which records where it was warm-started from) is written
+and Ray Tune opens the study (tuning/sweep/warm_start.py). Adding that fails leaves nothing: the study it was adding to
+is removed, so the same `sweep` can be run again."""
 
 from __future__ import annotations
 
@@ -11,8 +11,6 @@ import shutil
 from typing import Any
 
 from tuning.errors import UsageError
-from tuning.sweep import manifest as manifests
-from tuning.sweep.manifest import SweepManifest
 from tuning.sweep.warm_start import WarmSource, WarmStart, apply, plan, read_source, require_overlap, warm_start_storage
 from tuning.sweep_files import STUDY, SweepPaths
 
@@ -40,15 +38,15 @@ def warm_source(args: argparse.Namespace, space: Any) -> WarmSource | None:
     return source
 
 
-def warm_plan(source: WarmSource | None, space: Any, data_path: Any, data: Any) -> WarmStart | None:
-    """The warm start of the sweep over `space` (as it will run: after the memory probe) on the bars at `data_path`
-    read as `data`: computed from what read_source read, before anything is written (None without --warm-start)."""
+def warm_plan(source: WarmSource | None, space: Any, bars_sha256: str, data: Any) -> WarmStart | None:
+    """The warm start of the sweep over `space` (as it will run: after the memory probe) on the bars with SHA-256
+    `bars_sha256` read as `data`: computed from what read_source read, before anything is written (None without
+    --warm-start)."""
     if source is None:
         return None
     from model.training import data_identity
-    from tuning.bars_file import sha256_of
 
-    return plan(source, space, sha256_of(data_path), data_identity(data), data.summary.get("objective"))
+    return plan(source, space, bars_sha256, data_identity(data))
 
 
 def add_warm_start(paths: SweepPaths, warm: WarmStart) -> None:
@@ -63,11 +61,6 @@ def add_warm_start(paths: SweepPaths, warm: WarmStart) -> None:
         raise
     for line in warm.lines():
         print(line, flush=True)
-
-
-def record_warm_start(paths: SweepPaths, manifest: SweepManifest, warm: WarmStart) -> SweepManifest:
-    """The manifest (written) with where the sweep was warm-started from (`resume` never adds the trials again)."""
-    return manifests.record_warm_start(paths, manifest, warm.to_dict())
 
 
 def _remove_study(paths: SweepPaths, made_folder: bool) -> None:

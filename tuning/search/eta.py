@@ -22,26 +22,22 @@ from tuning.search.schedulers.brackets import bracket_rungs, bracket_weights
 from tuning.search.space import SchedulerConfig
 
 
-def rungs(scheduler: SchedulerConfig) -> tuple[int, ...]:
-    """The stopping rule's rungs below max_epochs, in epochs: ASHA's (and Hyperband's first bracket's) at
-    grace_period * reduction_factor^k (a rung at max_epochs stops nothing: the trial ends there anyway). `none` runs
-    every trial to max_epochs and the median rule has no fixed cut: no rungs (an upper bound)."""
-    return _brackets(scheduler)[0]
-
-
 def trial_epochs_left(epoch: int, scheduler: SchedulerConfig) -> float:
     """The epochs a search trial that has trained `epoch` epochs (0: none yet) is expected to train still: each
     bracket's (one but under Hyperband) weighted by the chance a trial is in it."""
-    brackets = _brackets(scheduler)
-    weights = bracket_weights([len(b) for b in bracket_rungs(scheduler)]) if len(brackets) > 1 else [1.0]
-    return sum(w * _epochs_left(epoch, milestones, scheduler) for w, milestones in zip(weights, brackets, strict=True))
+    return sum(w * _epochs_left(epoch, milestones, scheduler) for w, milestones in _brackets(scheduler))
 
 
-def _brackets(scheduler: SchedulerConfig) -> list[tuple[int, ...]]:
-    """Each bracket's rungs below max_epochs (one bracket, no rungs, for `none` and the median rule)."""
+def _brackets(scheduler: SchedulerConfig) -> list[tuple[float, tuple[int, ...]]]:
+    """Each bracket's chance and rungs below max_epochs: ASHA's (and Hyperband's) at grace_period *
+    reduction_factor^k (a rung at max_epochs stops nothing: the trial ends there anyway). `none` runs every trial to
+    max_epochs and the median rule has no fixed cut: one bracket, no rungs (an upper bound)."""
     if scheduler.kind in ("none", "median"):
-        return [()]
-    return [tuple(m for m in milestones if m < scheduler.max_epochs) for milestones in bracket_rungs(scheduler)]
+        return [(1.0, ())]
+    every = bracket_rungs(scheduler)
+    weights = bracket_weights([len(b) for b in every]) if len(every) > 1 else [1.0]
+    below = [tuple(m for m in milestones if m < scheduler.max_epochs) for milestones in every]
+    return list(zip(weights, below, strict=True))
 
 
 def _epochs_left(epoch: int, milestones: tuple[int, ...], scheduler: SchedulerConfig) -> float:

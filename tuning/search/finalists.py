@@ -206,3 +206,11 @@ def describe_missing(scores: list[FinalistScore]) -> str:
     each = ", ".join(f"finalist {s.record.trial_id}: {s.missing} of {s.planned}" for s in scores if s.missing)
     return f"{missing} confirmation run{'s' if missing != 1 else ''} {'have' if missing != 1 else 'has'} no " \
            f"result ({each})"
+
+
+def winner_or_none(records: list[TrialRecord], confirm: ConfirmConfig | None, base_seed: int) -> TrialRecord | None:
+    """`winner`, or None while its confirmation is not complete (no winner to hand over before then)."""
+    try:
+        return winner(records, confirm, base_seed)
+    except Unconfirmed:
+        return None

@@ -12,13 +12,12 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from tuning.search.finalists import SEARCH, Unconfirmed, pending_runs, winner
+from tuning.search.finalists import SEARCH, pending_runs, winner_or_none
 from tuning.search.ledger import Ledger
 from tuning.search.space import parse_space
 from tuning.sweep.driver_mark import running_driver
 from tuning.sweep.manifest import SweepManifest
 from tuning.sweep_files import LEDGER, MANIFEST, latest_look
-from tuning.tracking.objective import objective_of
 
 RUNNING, FINISHED, INTERRUPTED = "running", "finished", "interrupted"
 
@@ -43,10 +42,7 @@ def summarise(folder: Path) -> SweepSummary:
     records = list(Ledger(folder / LEDGER).records.values())
     searched = sum(r.stage == SEARCH for r in records)
     pending = pending_runs(records, space.confirm, space.run.train.seed) if space.confirm is not None else []
-    try:
-        best = winner(records, space.confirm, space.run.train.seed)
-    except Unconfirmed:  # no winner until its confirmation is complete
-        best = None
+    best = winner_or_none(records, space.confirm, space.run.train.seed)  # None until its confirmation is complete
     look = latest_look(folder, best.trial_id) if best is not None else None
     # `resume` takes a missing look (look_due, without loading the bars: a test segment exists at test_fraction > 0)
     look_missing = best is not None and space.run.data.test_fraction > 0 and look is None
@@ -56,4 +52,4 @@ def summarise(folder: Path) -> SweepSummary:
     test_loss = look["test_loss"] if look is not None else math.nan
     return SweepSummary(manifest.name, state, driver, searched, manifest.trials,
                         best.best_val_loss if best is not None else math.nan, test_loss, manifest.created,
-                        objective_of(space.run.data))
+                        space.run.data.loss)

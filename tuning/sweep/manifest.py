@@ -62,11 +62,11 @@ class SweepManifest:
     def new(cls, name: str, data_path: str | Path, space: dict[str, Any], trials: int, ray_storage: str,
             tracking_uri: str, data_identity: dict[str, Any], memory_probe: dict[str, Any] | None,
             study_url: str | None = None, bars: dict[str, Any] | None = None,
-            webhook_set: bool = False) -> SweepManifest:
+            webhook_set: bool = False, warm_start: dict[str, Any] | None = None) -> SweepManifest:
         """The manifest of a new sweep; `space` without its notify section (the webhook is a secret)."""
         return cls(name, location_text(data_path), _without_notify(space), trials, ray_storage, tracking_uri,
                    data_identity, datetime.now(timezone.utc).isoformat(timespec="seconds"), uuid.uuid4().hex,
-                   memory_probe, study_url=study_url, bars=bars, webhook_set=webhook_set)
+                   memory_probe, study_url=study_url, bars=bars, webhook_set=webhook_set, warm_start=warm_start)
 
     @property
     def bars_sha256(self) -> str | None:
@@ -151,13 +151,3 @@ def read_manifest(paths: SweepPaths) -> SweepManifest:
                          f"`mamba-tune list --storage {where}` or pass the --storage it was started with")
     return SweepManifest.from_dict(json.loads((paths.folder / MANIFEST).read_text()))
 
-
-def record_warm_start(paths: SweepPaths, manifest: SweepManifest, warm_start: dict[str, Any]) -> SweepManifest:
-    """sweep.json (here and its storage copy) with where the sweep was warm-started from (before anything runs)."""
-    from model.atomic import write_text_atomic
-    from tuning.sweep.record_copies import copy_records_or_note
-
-    recorded = dataclasses.replace(manifest, warm_start=warm_start)
-    write_text_atomic(paths.folder / MANIFEST, json.dumps(recorded.to_dict(), indent=1))
-    copy_records_or_note(paths)
-    return recorded

@@ -110,14 +110,18 @@ class FinishedSweep:
 
 def write_manifest(paths: SweepPaths, data_path: str | Path, space_values: dict[str, Any], trials: int,
                    data: Dataset, tracking_uri: str, memory_probe: ProbeResult | None = None,
-                   webhook_set: bool = False) -> SweepManifest:
+                   webhook_set: bool = False, bars: dict[str, Any] | None = None,
+                   warm_start: dict[str, Any] | None = None) -> SweepManifest:
     """What `resume` needs to continue the sweep exactly as it was asked, and log to the same MLflow runs.
 
     `space_values`: the space as run (without the batch sizes the memory probe removed; its notify section, a
-    secret, is not kept: `webhook_set` says only that the sweep notifies)."""
+    secret, is not kept: `webhook_set` says only that the sweep notifies). `bars`: the bars file's
+    tuning/bars_file.py bars_identity, when the caller has it already (else read here: it hashes the file);
+    `warm_start`: where the sweep was warm-started from (tuning/sweep/warm_start.py's WarmStart.to_dict())."""
     manifest = SweepManifest.new(paths.name, data_path, space_values, trials, paths.ray_storage, tracking_uri,
                                  data_identity(data), memory_probe.to_dict() if memory_probe else None, paths.study,
-                                 bars_identity(data_path, data.summary), webhook_set=webhook_set)
+                                 bars if bars is not None else bars_identity(data_path, data.summary),
+                                 webhook_set=webhook_set, warm_start=warm_start)
     write_text_atomic(paths.folder / MANIFEST, json.dumps(manifest.to_dict(), indent=1))
     copy_records_or_note(paths)
     return manifest

@@ -149,10 +149,9 @@ def require_overlap(source: WarmSource, space: SweepSpace) -> None:
                          f"(`mamba-tune resume {source.name}`), or leave --warm-start out")
 
 
-def plan(source: WarmSource, space: SweepSpace, bars_sha256: str | None, identity: dict[str, Any],
-         objective: str | None = None) -> WarmStart:
+def plan(source: WarmSource, space: SweepSpace, bars_sha256: str | None, identity: dict[str, Any]) -> WarmStart:
     """The warm start of a new sweep over `space` on bars with `bars_sha256` and data identity `identity`
-    (model/training.py's data_identity; `objective`, the new data's loss name when the identity lacks it)."""
+    (model/training.py's data_identity: its objective among them)."""
     distributions = _distributions(space)
     notes: list[str] = []
     best, point = _winner(source), None
@@ -162,7 +161,7 @@ def plan(source: WarmSource, space: SweepSpace, bars_sha256: str | None, identit
             one = len(left_out) == 1
             notes.append(f"its winner's {', '.join(left_out)} {'lies' if one else 'lie'} outside this space: the "
                          f"sampler picks {'it' if one else 'them'}")
-    other_loss = _other_loss(source, bars_sha256, identity, objective)
+    other_loss = _other_loss(source, bars_sha256, identity)
     trials: list[Any] = []
     outside = 0
     if other_loss is None:
@@ -247,8 +246,7 @@ def _point(other: SweepSpace, params: dict[str, Any], space: SweepSpace,
     return point, [name for name in keys if keys[name] not in point]
 
 
-def _other_loss(source: WarmSource, bars_sha256: str | None, identity: dict[str, Any],
-                objective: str | None) -> str | None:
+def _other_loss(source: WarmSource, bars_sha256: str | None, identity: dict[str, Any]) -> str | None:
     """Why the other sweep's losses are not this sweep's (other bars, another horizon, ...); None when they are."""
     theirs = source.manifest.bars_sha256
     if theirs is None or bars_sha256 is None or theirs != bars_sha256:
@@ -256,7 +254,6 @@ def _other_loss(source: WarmSource, bars_sha256: str | None, identity: dict[str,
         return f"it ran on other bars ({known}, these {bars_sha256[:12] if bars_sha256 else 'unknown'})"
     other_identity = {**source.manifest.data_identity}
     other_identity.setdefault("objective", _objective(source.space))
-    identity = {**identity, "objective": identity.get("objective", objective)}
     for key in SAME_LOSS:
         if key in other_identity and key in identity and other_identity[key] != identity[key] \
                 and None not in (other_identity[key], identity[key]):
@@ -305,18 +302,20 @@ def warm_curves(folder: Path) -> dict[str, RecordedCurve]:
     sets each epoch's learning rate): the study is then not opened."""
     import json
 
-    try:
-        manifest = json.loads((folder / MANIFEST).read_text())
+    from tuning.sweep.manifest import SweepManifest
+
+    try:  # the file here as it is (read_manifest would fetch a URI storage's copy, and refuse a missing one)
+        manifest = SweepManifest.from_dict(json.loads((folder / MANIFEST).read_text()))
     except (FileNotFoundError, ValueError):
         return {}
-    warm = manifest.get("warm_start") or {}
+    warm = manifest.warm_start or {}
     if not warm.get("trials_added") or warm.get("stopping_rule") is False:
         return {}
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = optuna.load_study(study_name=manifest["name"],
-                              storage=manifest.get("study_url") or f"sqlite:///{folder / STUDY}")
+    paths = SweepPaths(manifest.name, folder, manifest.ray_storage, study=manifest.study_url)
+    study = optuna.load_study(study_name=manifest.name, storage=paths.study_url)
     curves = {}
     for frozen in study.get_trials(deepcopy=False):
         if TRIAL not in frozen.user_attrs or not frozen.intermediate_values:

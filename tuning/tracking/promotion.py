@@ -94,8 +94,7 @@ def challenger_tests(comparison: Comparison, target: str, horizon: int) -> dict[
     """The challenger tested against the champion (when there is one) and HAR, on the scored samples: model/verdict.py's
     versus, over the bars each target overlaps (overlap), its statistic and p-value (NaN where the test cannot be
     made: too few samples for the horizon, a non-finite error; the losses still stand)."""
-    errors = getattr(comparison, "per_sample", None) or {  # each (n_scored,): the objective's per-sample losses
-        name: (f - comparison.target) ** 2 for name, f in comparison.forecasts.items()}  # (squared errors: mse)
+    errors = comparison.per_sample  # each (n_scored,): the objective's per-sample losses
     tests = {}
     for reference in (CHAMPION, "har"):
         if reference in errors:

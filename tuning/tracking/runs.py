@@ -50,7 +50,7 @@ import yaml
 from model.atomic import write_text_atomic
 from model.bars_location import is_remote
 from tuning.search.best_config import train_command, write_best_config
-from tuning.search.finalists import Unconfirmed, winner
+from tuning.search.finalists import winner_or_none
 from tuning.search.importance import Importances
 from tuning.search.ledger import TrialRecord, best_record, leaderboard
 from tuning.search.param_text import other_params_text
@@ -59,7 +59,7 @@ from tuning.search.space import Choice, SweepSpace, searched, with_params
 from tuning.sweep_files import sweep_looks
 from tuning.tracking.lineage import BarsInput, bars_input
 from tuning.tracking.log import SWEEP_KEY, TrackingLog, note
-from tuning.tracking.objective import LEGACY, OBJECTIVE_TAG, keyed, objective_of
+from tuning.tracking.objective import LEGACY, OBJECTIVE_TAG, keyed
 from tuning.tracking.objective import title as objective_title
 from tuning.tracking.ops import KEY_TAG, LOOKS_MARKER, SWEEP_TAG
 from tuning.tracking.plots import importance_bars, loss_by_hyperparameter, loss_curve, sweep_curves
@@ -90,17 +90,15 @@ class SweepTracking:
     data_sha256: str | None = None  # the bars file's SHA-256 (the manifest's): best.yaml keeps it for a refit
     predates_objectives: bool = False  # its parent run was recorded before objectives: it keeps the old keys
     open_trials: set[str] = field(default_factory=set)
+    # What every loss of the sweep is in (data.objective resolved; never searched, so every trial's): set once, here
+    objective: str = field(init=False)
+    # The objective its MLflow runs are tagged with and its loss keys suffixed with (metric_key); None for a sweep
+    # recorded before objectives: no tag, unsuffixed keys
+    keys: str | None = field(init=False)
 
-    @property
-    def objective(self) -> str:
-        """What every loss of the sweep is in (data.objective resolved; never searched, so every trial's)."""
-        return objective_of(self.space.run.data)
-
-    @property
-    def keys(self) -> str | None:
-        """The objective its MLflow runs are tagged with and its loss keys suffixed with (metric_key); None for a
-        sweep recorded before objectives: no tag, unsuffixed keys."""
-        return None if self.predates_objectives else self.objective
+    def __post_init__(self) -> None:
+        self.objective = self.space.run.data.loss
+        self.keys = None if self.predates_objectives else self.objective
 
 
 def predates_objectives(log: TrackingLog) -> bool:
@@ -116,7 +114,7 @@ def open_sweep(log: TrackingLog, staging: Path, name: str, space_values: dict[st
                settings: dict[str, Any], data_sha256: str | None = None) -> SweepTracking:
     """Start (or reopen) the sweep's parent run with its settings, space and data. Whether the run predates
     objectives is decided here, once: such a sweep keeps the old keys (SweepTracking.keys)."""
-    objective, legacy = objective_of(space.run.data), predates_objectives(log)
+    objective, legacy = space.run.data.loss, predates_objectives(log)
     params = {**{f"sweep.{k}": v for k, v in settings.items()}, **_space_params(space),
               **{f"data.{k}": v for k, v in data_summary.items() if k not in ("features", "har")},
               **{f"baseline.{k}" if legacy else f"baseline.{k}_{objective}": v for k, v in baselines.items()}}
@@ -213,10 +211,7 @@ def _summarise(tracking: SweepTracking, records: list[TrialRecord], interrupted:
         sweep_curves(records, folder / "val_loss_curves.png", title, tracking.objective)
         loss_by_hyperparameter(records, folder / "val_loss_by_hyperparameter.png", title, tracking.objective)
         files = ["leaderboard.json", "val_loss_curves.png", "val_loss_by_hyperparameter.png"]
-        try:
-            best = winner(records, tracking.space.confirm, tracking.space.run.train.seed)
-        except Unconfirmed:  # no winner to hand over before its confirmation is complete
-            best = None
+        best = winner_or_none(records, tracking.space.confirm, tracking.space.run.train.seed)
         if best is not None:
             write_best_config(tracking.space, best, tracking.name, tracking.data_path, folder / "best.yaml", records,
                               tracking.data_sha256)

@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import torch
 
-from tuning.search.eta import confirm_runs, duration_text, rungs, seconds_left, trial_epochs_left
+from tuning.search.eta import confirm_runs, duration_text, seconds_left, trial_epochs_left
 from tuning.search.finalists import ConfirmConfig
+from tuning.search.schedulers.brackets import bracket_rungs
 from tuning.search.space import SchedulerConfig
 
 DEFAULT = SchedulerConfig(max_epochs=50, grace_period=5, reduction_factor=3)  # search_spaces/default.yaml's
 SMALL = SchedulerConfig(max_epochs=4, grace_period=2, reduction_factor=2)
+
+
+def rungs(scheduler: SchedulerConfig) -> tuple[int, ...]:
+    """The stopping rule's rungs below max_epochs that the estimate counts: ASHA's (Hyperband's first bracket's)."""
+    return tuple(m for m in bracket_rungs(scheduler)[0] if m < scheduler.max_epochs)
 
 
 def test_rungs_are_grace_times_reduction_powers_below_max_epochs():

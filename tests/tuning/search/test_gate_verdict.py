@@ -67,7 +67,8 @@ def test_no_verdict_where_a_trial_completed_or_none_reached_the_gate(records):
 def test_the_sweep_ends_with_the_answer_and_its_own_exit_code(capsys, tmp_path):
     space = parse_space(space_values(gate={"epoch": 2, "ratio_to_baseline": 1.0, "ratio_to_e0": None}), "t.yaml")
     assert NO_WINNER_EXIT not in (0, 1, 2, 130)
-    assert no_winner(GATED, space, tmp_path) == NO_WINNER_EXIT
+    verdict = gate_verdict(GATED, space.gate, space.scheduler.max_epochs)
+    assert no_winner(GATED, verdict, space, tmp_path) == NO_WINNER_EXIT
     out, err = capsys.readouterr()
     assert err == ""
     assert "no configuration beat HAR at the gate's epoch 2: HAR's validation loss 0.5000, the best trial's 0.5300 " \
@@ -77,7 +78,8 @@ def test_the_sweep_ends_with_the_answer_and_its_own_exit_code(capsys, tmp_path):
 
 def test_a_sweep_whose_trials_all_failed_is_still_an_error(capsys, tmp_path):
     space = parse_space(space_values(), "t.yaml")
-    assert no_winner([record("d", [1.0], "error")], space, tmp_path) == 1
+    failed = [record("d", [1.0], "error")]
+    assert no_winner(failed, gate_verdict(failed, space.gate, space.scheduler.max_epochs), space, tmp_path) == 1
     assert capsys.readouterr().err.startswith("error: no trial ran all 4 epochs (1 error)")
 
 
@@ -89,7 +91,8 @@ def test_a_sweep_whose_trials_all_failed_is_still_an_error(capsys, tmp_path):
 def test_no_answer_where_a_trial_got_through_the_gate_and_was_stopped_later(passed, capsys, tmp_path):
     assert gate_verdict([*GATED, passed], GATE, max_epochs=6) is None  # "nothing beat HAR at the gate" is untrue
     space = parse_space(space_values(gate={"epoch": 2, "ratio_to_baseline": 1.0, "ratio_to_e0": None}), "t.yaml")
-    assert no_winner([*GATED, passed], space, tmp_path) == 1
+    assert no_winner([*GATED, passed], gate_verdict([*GATED, passed], space.gate, space.scheduler.max_epochs), space,
+                     tmp_path) == 1
     assert capsys.readouterr().err.startswith("error: no trial ran all 4 epochs")
 
 

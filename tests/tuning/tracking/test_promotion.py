@@ -339,8 +339,8 @@ def test_challenger_tests_are_model_verdicts_versus_over_the_targets_overlap():
     target = rng.standard_normal(300)
     forecasts = {"challenger": target + 0.3 * rng.standard_normal(300),
                  "champion": target + 0.35 * rng.standard_normal(300), "har": target + 0.5 * rng.standard_normal(300)}
-    comparison = SimpleNamespace(target=target, forecasts=forecasts)
     errors = {k: (f - target) ** 2 for k, f in forecasts.items()}
+    comparison = SimpleNamespace(target=target, forecasts=forecasts, per_sample=errors)  # mse's losses
     for kind, horizon, over in (("realized_vol", 6, 6), ("close", 6, 1)):
         tests = challenger_tests(comparison, kind, horizon)
         assert set(tests) == {"champion", "har"}
@@ -348,7 +348,8 @@ def test_challenger_tests_are_model_verdicts_versus_over_the_targets_overlap():
             judged = versus(errors["challenger"], errors[reference], over)
             torch.testing.assert_close(torch.tensor([test.stat, test.pvalue], dtype=torch.float64),
                                        torch.tensor([judged["dm_stat"], judged["dm_pvalue"]], dtype=torch.float64))
-    few = SimpleNamespace(target=target[:4], forecasts={k: f[:4] for k, f in forecasts.items() if k != "champion"})
+    few = SimpleNamespace(target=target[:4], forecasts={k: f[:4] for k, f in forecasts.items() if k != "champion"},
+                          per_sample={k: e[:4] for k, e in errors.items() if k != "champion"})
     (only,) = challenger_tests(few, "realized_vol", 6).values()  # 4 samples, a 6-bar horizon: no test
     assert np.isnan(only.stat) and np.isnan(only.pvalue)
 
