@@ -28,7 +28,6 @@ from tuning.sweep_files import (
     storage_flag,
     sweep_paths,
 )
-from tuning.tracking.objective import objective_of
 from tuning.tracking.objective import title as objective_title
 from tuning.tracking.store import TrackingStore, open_store, resolve_store
 
@@ -88,7 +87,7 @@ def cmd_best(args: argparse.Namespace) -> int:
     unconfirmed = " UNCONFIRMED (best --unconfirmed)" if config.tuned.unconfirmed else ""
     print(f"wrote {out}{unconfirmed}: lr {config.train.lr:.3g}, weight decay {config.train.weight_decay:.3g}, "
           f"batch {config.train.batch_size}, {config.train.epochs} epochs (best validation "
-          f"{objective_title(objective_of(space.run.data))} {best.best_val_loss:.4f})")
+          f"{objective_title(space.run.data.loss)} {best.best_val_loss:.4f})")
     print(f"train it: {train_command(manifest.data, out)}")
     from tuning.search.importance import load_importances
 

@@ -50,7 +50,7 @@ from tuning.sweep_files import (
     unwritable_reason,
     valid_name,
 )
-from tuning.tracking.objective import loss_units, objective_of
+from tuning.tracking.objective import loss_units
 from tuning.tracking.store import open_store, resolve_store
 from tuning.yaml_io import read_yaml
 
@@ -198,7 +198,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                                           warm_start=warm_start.to_dict() if warm_start is not None else None)
         return notified(notify, lambda: _run(session, paths, space, data, manifest, plan, (store, client), args.storage,
                                              resume=False), paths, trials, store, manifest.sweep_id,
-                        _resume_hint(paths, args.storage), objective_of(space.run.data))
+                        _resume_hint(paths, args.storage), space.run.data.loss)
     finally:
         if started:
             session.ray.shutdown()
@@ -236,7 +236,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     if searched_all and not confirmation_runs(paths.folder / LEDGER, space):
         return notified(notify, lambda: _finish(session, store, paths, manifest, space, data, list(finished.values()),
                                                 args.storage), paths, manifest.trials, store, manifest.sweep_id,
-                        _resume_hint(paths, args.storage), objective_of(space.run.data))
+                        _resume_hint(paths, args.storage), space.run.data.loss)
     client = open_store(store)  # an unreachable tracking server fails here, before Ray starts
     started = session.start_ray(args.address, dashboard=args.dashboard)
     handle_sigterm_as_ctrl_c()  # ray.init's own handler would end the sweep at once
@@ -246,7 +246,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
         check_shared(paths.ray_storage)
         return notified(notify, lambda: _run(session, paths, space, data, manifest, plan, (store, client), args.storage,
                                              resume=True), paths, manifest.trials, store, manifest.sweep_id,
-                        _resume_hint(paths, args.storage), objective_of(space.run.data))
+                        _resume_hint(paths, args.storage), space.run.data.loss)
     finally:
         if started:
             session.ray.shutdown()

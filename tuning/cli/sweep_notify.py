@@ -74,7 +74,7 @@ def notified(url: str | None, run: Callable[[], int], paths: SweepPaths, trials:
              sweep_id: str, resume_hint: str, objective: str | None = None) -> int:
     """run() (the sweep), then its notification to `url` (none when None): ended for exit 0, interrupted for 130,
     failed for another exit code or an exception (raised on, once told). `objective`: the sweep's (what its best
-    validation loss is in; tuning/tracking/objective.py's objective_of its space's data), None where not known."""
+    validation loss is in; its space's data.loss), None where not known."""
     if url is None:
         return run()
 

@@ -22,7 +22,7 @@ from tuning.search.recipe import TrainingRecipe
 from tuning.sweep.manifest import SweepManifest
 from tuning.sweep.trial_files import final_checkpoint, read_history, stage_best, stage_record_best, storage_filesystem
 from tuning.sweep_files import latest_look, read_test_looks
-from tuning.tracking.objective import objective_of, title
+from tuning.tracking.objective import title
 from tuning.tracking.registry import CONFIRMATION_TAG, JUDGED_TAG, NO_LOOK, Shipment
 from tuning.tracking.runs import find_sweep_run
 from tuning.tracking.store import resolve_store
@@ -47,7 +47,7 @@ def stage_winner(folder: Path, manifest: SweepManifest, winner: TrialRecord, con
                            manifest, config_file) for i, m in enumerate(members[1:], 1))
     metrics = staging / "metrics.json"
     metrics.write_text(json.dumps(history or read_history(fs, checkpoint), indent=1))
-    objective = objective_of(config.data)  # the sweep's: every trial's (never searched)
+    objective = config.data.loss  # the sweep's: every trial's (never searched)
     tags = {"mamba_tune.role": "sweep-winner", "mamba_tune.sweep": manifest.name,
             "mamba_tune.sweep_id": manifest.sweep_id, "mamba_tune.trial": winner.trial_id,
             "mamba_tune.data": manifest.data,

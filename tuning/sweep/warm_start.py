@@ -32,7 +32,7 @@ from typing import Any
 
 from tuning.errors import UsageError
 from tuning.search.curves import RecordedCurve
-from tuning.search.finalists import Unconfirmed, winner
+from tuning.search.finalists import winner_or_none
 from tuning.search.ledger import Ledger, TrialRecord
 from tuning.search.searchable import setting_name, value_of_setting
 from tuning.search.space import SweepSpace, parse_space, with_params
@@ -207,10 +207,7 @@ def _distributions(space: SweepSpace) -> dict[str, Any]:
 
 
 def _winner(source: WarmSource) -> TrialRecord | None:
-    try:
-        return winner(list(source.records), source.space.confirm, source.space.run.train.seed)
-    except Unconfirmed:
-        return None
+    return winner_or_none(list(source.records), source.space.confirm, source.space.run.train.seed)
 
 
 def _setting_values(other: SweepSpace, params: dict[str, Any], names: list[str]) -> dict[str, Any] | None:

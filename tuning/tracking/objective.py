@@ -17,7 +17,6 @@ each of its curves stays under one key.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from model.objectives import DEFAULT_OBJECTIVE
 
@@ -35,12 +34,6 @@ LOSS_METRICS = frozenset({
 def default_objective(target: str | None) -> str:
     """The target's own objective: mse for return and close, mse_log for volatility (and when not known)."""
     return DEFAULT_OBJECTIVE.get(target, LEGACY)
-
-
-def objective_of(data: Any) -> str:
-    """The resolved objective of a DataConfig (its `loss`), or of its target where it has none (a config of a
-    version before objectives)."""
-    return getattr(data, "loss", None) or default_objective(getattr(data, "target", None))
 
 
 def recorded_objective(tags: Mapping[str, str], target: str | None = None) -> str:

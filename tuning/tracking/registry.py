@@ -46,7 +46,7 @@ from model.train import FitResult
 from tuning.errors import UsageError
 from tuning.search.recipe import TrainingRecipe
 from tuning.tracking.lineage import bars_input, dataset_input
-from tuning.tracking.objective import OBJECTIVE_TAG, metric_key, objective_of
+from tuning.tracking.objective import OBJECTIVE_TAG, metric_key
 from tuning.tracking.store import EPOCH_METRICS, TrackingStore
 
 DEFAULT_EXPERIMENT = "production"
@@ -128,7 +128,7 @@ def register_model(store: TrackingStore, experiment: str, model_name: str, shipm
     experiment_id = store.experiment_id(client, experiment)
     example = input_example(shipment.data_path, shipment.config)
     bars = bars_input(shipment.data_path)  # the file hashed once: the run's dataset input and its digest tag
-    objective = objective_of(shipment.config.data)
+    objective = shipment.config.data.loss
     tags = {**shipment.tags, DIGEST_TAG: bars.digest, OBJECTIVE_TAG: objective}
     params = {f"{section}.{key}": str(value) for section, values in shipment.config.to_dict().items()
               for key, value in values.items()}

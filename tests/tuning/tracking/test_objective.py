@@ -11,7 +11,6 @@ from tuning.tracking.objective import (
     OBJECTIVE_TAG,
     keyed,
     metric_key,
-    objective_of,
     recorded_objective,
 )
 from tuning.tracking.ops import STEP_MARKERS
@@ -40,17 +39,12 @@ def test_a_run_without_the_tag_reads_as_its_targets_default_under_its_old_keys()
     assert keyed({"val_loss": 0.7, "lr": 1e-3}, None) == {"val_loss": 0.7, "lr": 1e-3}  # its old keys
 
 
-def test_objective_of_a_config_is_its_resolved_loss_or_its_targets_default():
+def test_a_configs_objective_is_its_resolved_loss_or_its_targets_default():
     from model.data import DataConfig
 
-    assert objective_of(DataConfig()) == "mse_log"
-    assert objective_of(DataConfig(objective="qlike")) == "qlike"
-    assert objective_of(DataConfig(target="return")) == "mse"
-
-    class Before:  # a recipe's data section of a version before objectives
-        target = "volatility"
-
-    assert objective_of(Before()) == "mse_log"
+    assert DataConfig().loss == "mse_log"
+    assert DataConfig(objective="qlike").loss == "qlike"
+    assert DataConfig(target="return").loss == "mse"
 
 
 def test_a_resumed_trial_finds_its_epochs_under_any_objectives_key():
