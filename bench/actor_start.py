@@ -6,7 +6,8 @@ On a fresh local Ray (no dashboard, as a sweep starts one), starts `--actors` ba
 created, called once, killed), first plainly, then each with `runtime_env={"env_vars": {...}}` as Ray Train gives its
 controllers and workers, `--repeat` times side by side, and prints JSON: the machine's busy CPU seconds per actor
 (psutil, every process: an actor's process is the raylet's child, not this one's), each run and the medians, and
-their difference. A sweep's trial starts its Train controller and workers without one (tuning/sweep/trial_trainer.py).
+their difference. On the fast trial path a sweep's trial starts its Train controller and workers without one
+(tuning/sweep/lean_trainer.py).
 On a shared machine the figures include its neighbours: compare the two columns of one run.
 """
 

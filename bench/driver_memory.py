@@ -6,7 +6,7 @@ Runs a real `mamba-tune sweep` of the smoke space with every trial at once and s
 second, the memory of each Ray process by its role (its process title): the trial's driver (Tune's
 function trainable, `ImplicitFunc`, reused from trial to trial), the host of its Ray Train controller
 (`ControllerHost`, reused with it: tuning/sweep/controller_host.py) and the
-small actor Ray Train starts per trial (`SynchronizationActor`; tuning/sweep/trial_trainer.py leaves out the
+small actor Ray Train starts per trial (`SynchronizationActor`; tuning/sweep/lean_trainer.py leaves out the
 placement-group cleaner and the dataset manager), and the training workers (`RayTrainWorker`, on a GPU
 node in a cluster). Prints JSON:
   roles            per role: processes seen, the median over processes of each one's peak USS and RSS (MB)

@@ -124,6 +124,34 @@ def test_each_lock_meets_pyprojects_requirements(name):
     assert unsatisfied(["torch>=99; sys_platform == 'win32'"], locked) == []  # not for these nodes
 
 
+def ray_problems(head_in: str, locks: dict[str, str], admitted: Requirement) -> list[str]:
+    """pyproject admits a range of Rays, the cluster runs one: head.in must pin it exactly (so that `make lock`, even
+    with --upgrade, takes no other), every lock must hold that one, and the range must admit it."""
+    specifiers = [list(Requirement(entry).specifier) for entry in entries(head_in)
+                  if canonicalize_name(Requirement(entry).name) == "ray"]
+    if len(specifiers) != 1 or len(specifiers[0]) != 1 or specifiers[0][0].operator != "==":
+        return ["head.in does not pin ray with =="]
+    wanted = specifiers[0][0].version
+    found = {name: re.search(r"^ray==(\S+)", text, re.M) for name, text in locks.items()}
+    problems = [f"{name}: ray {match and match.group(1)}, head.in pins {wanted}" for name, match in found.items()
+                if not match or match.group(1) != wanted]
+    if not admitted.specifier.contains(wanted):
+        problems.append(f"ray {wanted} is outside pyproject's {admitted}")
+    return problems
+
+
+def test_the_cluster_runs_the_one_ray_head_in_pins_inside_pyprojects_range():
+    admitted = next(Requirement(line) for line in pyproject()["project"]["dependencies"]
+                    if canonicalize_name(Requirement(line).name) == "ray")
+    locks = {name: lock(name) for name in ("head.txt", "gpu-worker.txt", "cpu.txt")}
+    assert ray_problems(lock("head.in"), locks, admitted) == []
+    tested = pins(lock("head.in"))["ray"]  # 2.60.0 as shipped; docs/clusters.md says how to build for another
+    assert ray_problems("ray[default,train,tune]==1.0.0\n", locks, Requirement("ray")) == \
+        [f"{name}: ray {tested}, head.in pins 1.0.0" for name in locks]
+    assert ray_problems("ray[default,train,tune]>=2.56\n", locks, admitted) == ["head.in does not pin ray with =="]
+    assert ray_problems(lock("head.in"), locks, Requirement("ray<2")) == [f"ray {tested} is outside pyproject's ray<2"]
+
+
 def test_the_kernel_versions_meet_the_cuda_extra():
     cuda = pyproject()["project"]["optional-dependencies"]["cuda"]
     wanted = pins(lock("gpu-worker.in"))  # the versions whose requirements gpu-worker.txt holds

@@ -4,7 +4,8 @@ Finished trials are kept and not run again; the Optuna study and MLflow (a real 
 hold each trial exactly once, each epoch once; ASHA stops the trials an uninterrupted sweep stops.
 A killed driver may have started a trial in the seconds before Ray Tune last saved its state: Tune
 does not know it on resume, and it is marked `lost` (Optuna FAIL, MLflow KILLED) instead of staying
-RUNNING forever.
+RUNNING forever. Ctrl-C on either trial path (tuning/sweep/trial_path.py): the fast one, and Ray Train's public API
+(the sweep and its resume).
 """
 
 from __future__ import annotations
@@ -31,14 +32,17 @@ from tests.tuning.sweeps import (
 pytestmark = pytest.mark.integration
 
 
-@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGKILL], ids=["SIGINT", "SIGKILL"])
-def test_a_sweep_whose_driver_is_stopped_mid_sweep_is_finished_by_resume(stop, bars, tmp_path, mlflow_server):
+@pytest.mark.parametrize(("stop", "path"), [(signal.SIGINT, "fast"), (signal.SIGKILL, "fast"),
+                                            (signal.SIGINT, "public")], ids=["SIGINT-fast", "SIGKILL-fast",
+                                                                             "SIGINT-public"])
+def test_a_sweep_whose_driver_is_stopped_mid_sweep_is_finished_by_resume(stop, path, bars, tmp_path, mlflow_server):
     # Ctrl-C: the space of the session's sweep (tests/conftest.py) up to its initial points, one trial at a time,
     # so ASHA's decisions can be compared with that uninterrupted run's (STRAIGHT_THROUGH, which
     # tests/tuning/sweep/test_session.py checks against that sweep). Killed: 3 trials, 2 at once.
     trials = len(SPACE["initial"])
-    space = (write_space(tmp_path, trials=trials, resources={"max_concurrent": 1}) if stop == signal.SIGINT
-             else write_space(tmp_path, trials=trials, initial=SPACE["initial"][:1]))
+    space = (write_space(tmp_path, trials=trials, resources={"max_concurrent": 1, "trial_path": path})
+             if stop == signal.SIGINT
+             else write_space(tmp_path, trials=trials, initial=SPACE["initial"][:1], resources={"trial_path": path}))
     storage = tmp_path / "sweeps"
     process = start_after_first_trial("--data", bars, "--space", space, "--storage", storage,
                                       "--tracking-uri", mlflow_server.url)
@@ -59,6 +63,7 @@ def test_a_sweep_whose_driver_is_stopped_mid_sweep_is_finished_by_resume(stop, b
 
     resumed = run_cli("resume", "t", "--storage", storage)  # logs to the sweep's own server (sweep.json)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert f"\ntrial path: {path} " in resumed.stdout  # the sweep's own, from sweep.json
     after = ledger(storage / "t")
     assert len(after) == trials and all(after[k] == record for k, record in before.items())  # finished ones kept
     now = {k: sorted(p.name for p in (storage / "t" / "train" / k).glob("checkpoint_*")) for k in before}

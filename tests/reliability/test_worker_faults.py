@@ -2,7 +2,7 @@
 
 Ray Train's FailureConfig restarts the worker group; the restarted worker resumes from the latest
 checkpoint, so no epoch is trained or counted twice: not in Tune's results, not in the ledger,
-not in MLflow.
+not in MLflow. On either trial path (tuning/sweep/trial_path.py): the fast one, and Ray Train's public API.
 """
 
 from __future__ import annotations
@@ -24,9 +24,11 @@ from tests.tuning.sweeps import SPACE, ledger, write_space
 pytestmark = pytest.mark.integration
 
 
-def test_a_killed_worker_resumes_its_trial_from_the_last_checkpoint_counting_each_epoch_once(bars, tmp_path):
+@pytest.mark.parametrize("path", ["fast", "public"], ids=["fast", "public"])
+def test_a_killed_worker_resumes_its_trial_from_the_last_checkpoint_counting_each_epoch_once(path, bars, tmp_path):
     storage = tmp_path / "sweeps"
-    space = write_space(tmp_path, trials=1, initial=SPACE["initial"][:1], scheduler={"max_epochs": 40})
+    space = write_space(tmp_path, trials=1, initial=SPACE["initial"][:1], scheduler={"max_epochs": 40},
+                        resources={"trial_path": path})
     store = f"sqlite:///{tmp_path / 'mlflow.db'}"
     process = subprocess.Popen(cli_command("sweep", "--data", bars, "--space", space, "--storage", storage,
                                              "--tracking-uri", store),
@@ -42,8 +44,9 @@ def test_a_killed_worker_resumes_its_trial_from_the_last_checkpoint_counting_eac
     assert workers, "no Ray Train worker to kill"
     for pid in workers:
         os.kill(pid, signal.SIGKILL)
-    _, stderr = process.communicate(timeout=600)
+    stdout, stderr = process.communicate(timeout=600)
     assert process.returncode == 0, stderr[-3000:]
+    assert f"\ntrial path: {path} " in stdout
     (record,) = ledger(storage / "t").values()
     assert (record["stop_reason"], record["stop_epoch"]) == ("completed", 40)
     result_file = next((storage / "t" / "tune").glob("run_trial_*/result.json"))

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from tuning.cli.help import subcommand
 from tuning.cli.store_options import add_storage_option, add_tracking_uri_option
 from tuning.cluster.ray_address import ray_address
+from tuning.sweep.ray_version import check_ray_version
 from tuning.tracking.store import resolve_store
 from tuning.uri_secrets import STORAGE_CREDENTIALS, refuse_credentials
 
@@ -32,6 +34,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     store = resolve_store(args.tracking_uri)  # a malformed URI is bad input: exit 2 before Ray starts
     ray_address(args.address)  # so is an address no Ray answers at
 
+    check_ray_version()  # a Ray older than mamba-tune admits: one line, before anything of Ray Train is imported
+
     from tuning.cluster import doctor as checks
     from tuning.sweep import session
 
@@ -39,7 +43,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     try:
         where = "a local Ray started for this check" if started else f"the Ray cluster at {_address()}"
         print(f"mamba-tune doctor: {where}", flush=True)
-        findings = checks.examine(args.storage, store)
+        findings = checks.examine(args.storage, store) + [_trial_path()]
     finally:
         if started:
             session.ray.shutdown()
@@ -52,6 +56,19 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         return 1
     print("ready for a sweep" + (f" ({warned} warning(s))" if warned else ""))
     return 0
+
+
+def _trial_path() -> Any:
+    """The path a sweep's trials take on this Ray with resources.trial_path auto (tuning/sweep/trial_path.py)."""
+    from tuning.cluster.doctor import Finding
+    from tuning.sweep.trial_path import AUTO, trial_path
+
+    path = trial_path(AUTO)
+    if path.fast:
+        return Finding("ok", f"trial path: {path.describe()}")
+    return Finding("warn", f"trial path: {path.describe()}; each trial costs more processes and CPU-seconds",
+                   "run a Ray whose private hooks fit the fast path (the Ray of the cluster locks, docs/clusters.md); "
+                   "sweeps run as they are on this one")
 
 
 def _address() -> str:

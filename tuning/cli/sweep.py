@@ -40,6 +40,7 @@ from tuning.search.shipped_spaces import space_path
 from tuning.search.space import AUTO, default_name, parse_space
 from tuning.search.study_store import check_study_url
 from tuning.sweep.manifest import SweepManifest, check_new, read_manifest
+from tuning.sweep.ray_version import check_ray_version
 from tuning.sweep_files import (
     LEDGER,
     RAY_LOG,
@@ -162,6 +163,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             require_enough_bars(args.data, data.summary["n_bars"], replace(space.run.data, fold=space.confirm.folds))
     except TooFewBars as exc:  # the changes that fit, and the shipped spaces these bars are enough for (as data check)
         raise with_spaces_that_fit(exc) from None
+    check_ray_version()  # a Ray older than mamba-tune admits: before anything of Ray Train is imported
 
     from tuning.bars_file import bars_identity
     from tuning.cluster.shared_storage import check_shared
@@ -173,7 +175,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     store = resolve_store(args.tracking_uri)
     client = open_store(store)  # an unreachable tracking server fails here, in seconds, before Ray starts
     warn_if_only_here(paths)
-    started = session.start_ray(args.address, dashboard=args.dashboard)
+    started = session.start_ray(args.address, dashboard=args.dashboard,
+                                trial_path_setting=space.resources.trial_path)
     handle_sigterm_as_ctrl_c()  # ray.init's own handler would end the sweep at once
     _say_dashboard(session, started, args.dashboard)
     try:
@@ -220,6 +223,8 @@ def cmd_resume(args: argparse.Namespace) -> int:
         raise UsageError(f"--trials {args.trials} is fewer than the {manifest.trials} trials sweep {args.name!r} has "
                          "asked for; a sweep is extended, never cut: give more, or leave --trials out")
 
+    check_ray_version()  # a Ray older than mamba-tune admits: before anything of Ray Train is imported
+
     from tuning.cluster.shared_storage import check_shared
     from tuning.sweep import session
     from tuning.sweep.confirmation import confirmation_runs
@@ -238,7 +243,8 @@ def cmd_resume(args: argparse.Namespace) -> int:
                                                 args.storage), paths, manifest.trials, store, manifest.sweep_id,
                         _resume_hint(paths, args.storage), space.run.data.loss)
     client = open_store(store)  # an unreachable tracking server fails here, before Ray starts
-    started = session.start_ray(args.address, dashboard=args.dashboard)
+    started = session.start_ray(args.address, dashboard=args.dashboard,
+                                trial_path_setting=space.resources.trial_path)
     handle_sigterm_as_ctrl_c()  # ray.init's own handler would end the sweep at once
     _say_dashboard(session, started, args.dashboard)
     try:
@@ -343,6 +349,8 @@ def _run(session: Any, paths: Any, space: Any, data: Any, manifest: SweepManifes
 
 def _run_sweep(session: Any, paths: Any, space: Any, data: Any, manifest: SweepManifest, plan: Any, tracking: tuple,
                storage: str, resume: bool, resume_hint: str) -> int:
+    from tuning.sweep.trial_path import trial_path
+
     trials, (store, client) = manifest.trials, tracking
     summary = data.summary
     print(f"sweep {paths.name}: {trials} trials, {plan.describe()}")
@@ -352,6 +360,7 @@ def _run_sweep(session: Any, paths: Any, space: Any, data: Any, manifest: SweepM
     print(f"baselines (validation {loss_units(data.objective)}): HAR {data.baselines['har']:.4f}, "
           f"persistence {data.baselines['persistence']:.4f}, train mean {data.baselines['mean']:.4f}")
     print(f"stopping: {space.scheduler.describe()}, gate at epoch {space.gate.epoch}")
+    print(f"trial path: {trial_path(space.resources.trial_path).describe()}")
     print(f"results: {paths.folder} (trials.json; Ray Tune experiment {paths.experiment})")
     print(f"study:   {paths.study_url}  (browse: optuna-dashboard {paths.study_url})")
     print(f"mlflow:  experiment {paths.name} in {store.describe()}")

@@ -11,7 +11,8 @@ Layout (search_spaces/default.yaml is the reference):
               validation loss of baseline: har, persistence or mean) / ratio_to_e0
   resources:  workers, cpus_per_worker, gpus_per_trial (a fraction packs trials on a GPU; auto: the memory
               probe packs as many as fit, or CPUs where the cluster has no GPU), max_concurrent,
-              custom (Ray resources a worker asks for), max_failures (worker failures a trial survives)
+              custom (Ray resources a worker asks for), max_failures (worker failures a trial survives),
+              trial_path (auto, fast or public: tuning/sweep/trial_path.py)
   confirm:    top_k, seeds, folds: the finalists trained again after the search (tuning/search/finalists.py)
   data, model, train: the fixed settings every trial shares (TrainingRecipe's sections), e.g. model.d_model
   run:        the older spelling of data / model / train: run.model.d_model IS model.d_model; a setting given in
@@ -42,6 +43,7 @@ from tuning.search.searchable import ALIASES, OLDER_RUN, is_search_key, names_of
 from tuning.sweep_files import valid_name
 from tuning.yaml_io import ConfigError, read_yaml
 
+TRIAL_PATHS = ("auto", "fast", "public")  # resources.trial_path (tuning/sweep/trial_path.py)
 RAY_BUILTIN_RESOURCES = ("CPU", "GPU", "memory", "object_store_memory")
 AUTO = "auto"  # gpus_per_trial: the memory probe decides how many trials share a GPU
 # A setting whose fixed value still counts while it is searched: data.window is the shared Dataset's window and
@@ -62,8 +64,11 @@ class ResourceConfig:
     # `ray start --resources '{"a100": 4}'`: trials then run on those nodes only.
     custom: dict[str, float] = field(default_factory=dict)
     # Worker failures (a crash, a lost node) a trial survives, each resumed from its latest checkpoint.
-    # A node preemption (a spot reclaim Ray is told of) is not counted: it always resumes.
+    # A node preemption (a spot reclaim Ray is told of) is not counted, from Ray 2.58 on (an older Ray counts it).
     max_failures: int = 2
+    # How each trial runs under Ray Train: auto (fast where the Ray installed has the private hooks the fast path
+    # needs, else Ray's public API), fast, or public; the sweep's `trial path:` line says which and why.
+    trial_path: str = "auto"
 
     def __post_init__(self) -> None:
         require_positive_ints(self, ("workers", "max_concurrent"), optional=("max_concurrent",))
@@ -73,6 +78,8 @@ class ResourceConfig:
             raise ValueError(f"cpus_per_worker must be a positive number, got {self.cpus_per_worker!r}")
         if not (self.gpus_per_trial == AUTO or finite_number(self.gpus_per_trial) and self.gpus_per_trial >= 0):
             raise ValueError(f"gpus_per_trial must be a number >= 0 or {AUTO}, got {self.gpus_per_trial!r}")
+        if self.trial_path not in TRIAL_PATHS:
+            raise ValueError(f"trial_path must be one of {', '.join(TRIAL_PATHS)}, got {self.trial_path!r}")
         if not isinstance(self.custom, dict):
             raise ValueError(f"custom must be a mapping of resource name to amount, got {self.custom!r}")
         for name, amount in self.custom.items():

@@ -4,7 +4,7 @@ Ray Train starts each run's TrainController as an actor of its own, a process pe
 start it and import Ray Train in it (bench/trial_start.py), paid again by every trial of a sweep. The sweep reuses
 its Tune actors trial after trial; each one keeps its hosts and runs the controller of each of its trials in one:
 
-    Tune actor (trial_trainer.fit) ── host.run(controller's arguments) ──▶ ControllerHost: TrialController.run()
+    Tune actor (lean_trainer.fit) ── host.run(controller's arguments) ──▶ ControllerHost: TrialController.run()
                                                                               └─▶ the trial's workers
 
 In the host, a run is what it is in Ray Train's own controller actor: the same TrainController, run on the host's
@@ -16,7 +16,7 @@ actor killed, its placement group removed), the state set to aborted, and the ho
 that does not answer is killed (tuning/sweep/report_relay.py); the workers it owns end with it, and the next trial
 starts another host.
 
-This rests on Ray Train's controller as pinned in pyproject (tests/tuning/sweep/test_controller_host.py):
+This rests on Ray Train's controller, checked against the Ray installed (tuning/sweep/fast_hooks.py, ControllerHost):
 `TrainController.run`, `get_result`, `get_state`, `get_worker_group` and the before_controller_abort hook.
 """
 

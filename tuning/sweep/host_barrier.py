@@ -10,7 +10,7 @@ never waits on the controller's loop, and the controller's blocking call to it d
 
 This rests on two module globals of Ray Train, replaced in a host's process only: `worker_group.SynchronizationActor`,
 which `WorkerGroup._start_impl` starts for each run, and `state._shutdown_sync_actor`, which kills it with the
-worker group (pinned and tested: tests/tuning/sweep/test_host_barrier.py).
+worker group (checked against the Ray installed: tuning/sweep/fast_hooks.py, HostBarrier).
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 A Ray Train controller that dies without ending its run (killed with the Tune actor that owns it) leaves its
 worker group's placement group behind: it lives as long as the sweep driver's job and keeps its CPUs (or
 GPUs), and on a small cluster the trials left would wait for them forever. Ray Train starts a cleaner actor
-per trial for this; mamba-tune leaves it out (a process per trial, tuning/sweep/trial_trainer.py). The
+per trial for this; mamba-tune leaves it out on the fast trial path (a process per trial,
+tuning/sweep/lean_trainer.py; the public path keeps it). The
 sweep's relay removes a trial's group as soon as Tune has ended the trial (tuning/sweep/report_relay.py).
 This watch, one per sweep driver (so once per sweep and again on `resume`), gives back what that misses:
 a group whose first worker died before naming it, or one a controller created just before it was killed,

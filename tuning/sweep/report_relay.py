@@ -17,9 +17,11 @@ instead). A trial Tune stops is told so inside `ray.tune.report` (SystemExit); `
 aborts its run: the relay lets go of any report waiting and has the run's host (each report names it) abort the
 run, which kills its workers and removes their placement group, so the next trial's workers get its CPUs at once;
 a host that does not answer within abort_wait_s is killed, with it its workers, and the relay removes their
-placement group (rank 0 names it as it starts). The sweep's driver does the same as soon as Tune has ended a trial
-(`end_run`, from tuning/sweep/trial_lifecycle.py): a stopped trial's run ends before its actor is reused, and
-one whose actor Tune kills leaves no placement group behind.
+placement group (rank 0 names it as it starts). On the public trial path (tuning/sweep/trial_path.py) a report
+names Ray Train's own controller actor instead, not `hosted`: the relay kills it at once (its workers end with it)
+and removes the placement group, as for a host that does not answer. The sweep's driver does the same as soon as
+Tune has ended a trial (`end_run`, from tuning/sweep/trial_lifecycle.py): a stopped trial's run ends before its
+actor is reused, and one whose actor Tune kills leaves no placement group behind.
 Only public Ray APIs: a Ray Train UserCallback on the controller (tuning/sweep/relay_callback.py),
 `ray.tune.report` in the trial's thread, `ray.kill`. The relay's process imports this module alone: not
 Ray Train, Ray Tune or torch.
@@ -50,6 +52,7 @@ class ReportRelay:
         self.abort_wait_s = abort_wait_s  # a host that has not aborted a run within this is killed
         self.queues: dict[str, asyncio.Queue] = {}
         self.hosts: dict[str, ray.actor.ActorHandle] = {}  # trial id -> the host of its Train controller
+        self.hosted: dict[str, bool] = {}  # trial id -> whether that is a controller host (else Ray Train's own)
         self.abort_events: dict[str, asyncio.Event] = {}  # trial id -> set once it is aborted (a put waiting returns)
         self.groups: dict[str, str] = {}  # trial id -> its workers' placement group (hex id)
         self.aborted: set[str] = set()
@@ -58,16 +61,19 @@ class ReportRelay:
     def _queue(self, trial_id: str) -> asyncio.Queue:
         return self.queues.setdefault(trial_id, asyncio.Queue(maxsize=1))
 
-    async def put(self, trial_id: str, result: dict[str, Any], host: ray.actor.ActorHandle) -> None:
+    async def put(self, trial_id: str, result: dict[str, Any], host: ray.actor.ActorHandle,
+                  hosted: bool = True) -> None:
         """Waits while the trial's previous result has not been taken, or until the trial is aborted. A result of an
         aborted trial ends the run of the host that sent it (one aborted before its first report); not awaited: that
-        host waits on this put before it can abort."""
+        host waits on this put before it can abort. `hosted`: `host` is a controller host (the fast path), which
+        aborts a run and stays; else Ray Train's own controller (the public path), which ends with its run."""
         if trial_id in self.aborted:
             if trial_id not in self.ended:  # its first put: later ones (the run's last, as it ends) change nothing
                 self.ended.add(trial_id)
-                asyncio.ensure_future(self._end_run(trial_id, host))
+                asyncio.ensure_future(self._end_run(trial_id, host, hosted))
             return
         self.hosts[trial_id] = host
+        self.hosted[trial_id] = hosted
         aborted = self.abort_events.setdefault(trial_id, asyncio.Event())
         waits = [asyncio.ensure_future(self._queue(trial_id).put(result)), asyncio.ensure_future(aborted.wait())]
         _, pending = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
@@ -100,6 +106,7 @@ class ReportRelay:
         """The trial's run has ended (its controller removed its placement group)."""
         self.queues.pop(trial_id, None)
         self.hosts.pop(trial_id, None)
+        self.hosted.pop(trial_id, None)
         self.groups.pop(trial_id, None)
         self.abort_events.pop(trial_id, None)
 
@@ -114,18 +121,19 @@ class ReportRelay:
             queue.put_nowait(ABORTED)
         if (host := self.hosts.pop(trial_id, None)) is not None:
             self.ended.add(trial_id)  # its run's last put, still to come, ends nothing more
-            await self._end_run(trial_id, host)
+            await self._end_run(trial_id, host, self.hosted.pop(trial_id, True))
 
-    async def _end_run(self, trial_id: str, host: ray.actor.ActorHandle) -> None:
+    async def _end_run(self, trial_id: str, host: ray.actor.ActorHandle, hosted: bool) -> None:
         """End the trial's run: its host aborts it (tuning/sweep/controller_host.py: the workers and their placement
-        group go, the host stays for the Tune actor's next trial). A host that has not done so within abort_wait_s is
-        killed (Ray ends the workers it owns with it) and, once it is dead, the workers' placement group removed,
-        which would outlive them. Not before: a controller that sees its workers die restarts its worker group, in
-        a new placement group no run would give back."""
+        group go, the host stays for the Tune actor's next trial). A host that has not done so within abort_wait_s,
+        or Ray Train's own controller (not `hosted`), is killed (Ray ends the workers it owns with it) and, once it
+        is dead, the workers' placement group removed, which would outlive them. Not before: a controller that sees
+        its workers die restarts its worker group, in a new placement group no run would give back."""
         try:
-            await asyncio.wait_for(host.abort.remote(trial_id), self.abort_wait_s)
-            self.groups.pop(trial_id, None)  # removed by the worker group's abort
-            return
+            if hosted:
+                await asyncio.wait_for(host.abort.remote(trial_id), self.abort_wait_s)
+                self.groups.pop(trial_id, None)  # removed by the worker group's abort
+                return
         except (asyncio.TimeoutError, ray.exceptions.RayError):
             pass
         ray.kill(host)

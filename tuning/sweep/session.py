@@ -57,13 +57,15 @@ from tuning.sweep.looks_kept import keep_looks
 from tuning.sweep.manifest import SweepManifest
 from tuning.sweep.memory_probe import ProbeResult
 from tuning.sweep.one_look import initial_trial, look_at_test_segment, look_due
-from tuning.sweep.ray_env import hand_nothing_on, sweep_env, tune_actors_get_their_env
+from tuning.sweep.ray_env import hand_nothing_on, local_dashboard, sweep_env, tune_actors_get_their_env
+from tuning.sweep.ray_version import version_mismatch
 from tuning.sweep.record_copies import copy_records_or_note, earlier_folders, follow_move
 from tuning.sweep.report_relay import start_relay
 from tuning.sweep.sweep_data import data_of, data_settings, resumed_data
 from tuning.sweep.trainable import TrialSetup, run_trial
 from tuning.sweep.trial_files import SweepCurves, remove_best_snapshots, storage_filesystem
 from tuning.sweep.trial_lifecycle import ACTIVE, SweepCallback, active_key
+from tuning.sweep.trial_path import AUTO, trial_path
 from tuning.sweep_files import (
     LEDGER,
     MANIFEST,
@@ -173,24 +175,32 @@ def study_lost(paths: SweepPaths, manifest: SweepManifest) -> bool:
     return bool(Ledger(paths.folder / LEDGER).records) or storage_holds(paths.experiment)
 
 
-def start_ray(address: str | None, dashboard: bool = False) -> bool:
+def start_ray(address: str | None, dashboard: bool = False, trial_path_setting: str = AUTO) -> bool:
     """Join the cluster at `address` ("auto", HOST:PORT) or start a local one; True when started here.
 
     Without `address`, RAY_ADDRESS names the cluster (`ray job submit` sets it for its entrypoint);
     without either, a new local Ray is started, even where `ray start` left one running.
     `dashboard`: a local Ray starts with its dashboard (`sweep --dashboard`), and collects what it shows.
+    `trial_path_setting`: the sweep's resources.trial_path (tuning/sweep/trial_path.py). On the public path a local
+    Ray starts with its dashboard, as Ray's default is: Ray Train's placement-group cleaner, one per trial there,
+    watches its controller through the dashboard's state API, and never ends without it.
+    A cluster whose Ray differs from this driver's is refused in one line.
     """
     if ray.is_initialized():
         return False
+    fast = trial_path(trial_path_setting).fast
     address, source = ray_address(address)
     started = address in (None, "local")
-    env = sweep_env(local=started, dashboard=dashboard)
-    # No dashboard for a Ray started here unless asked for: nothing of a local sweep needs it (the sweep's report
-    # relay gives back a stopped trial's placement group, tuning/sweep/report_relay.py), and it costs seconds of CPU
-    # to start and run. Asked for, it also serves the state API the orphaned groups' watch uses, as on a cluster.
-    local = {"include_dashboard": dashboard} if started else {}
+    # No dashboard for a Ray started here unless asked for or on the public path: nothing of a local sweep on the
+    # fast path needs it (the sweep's report relay gives back a stopped trial's placement group,
+    # tuning/sweep/report_relay.py), and it costs seconds of CPU to start and run. Started, it also serves the state
+    # API the orphaned groups' watch uses, as on a cluster.
+    found, local = local_dashboard() if started and (dashboard or not fast) else ({}, {"include_dashboard": False})
+    env = sweep_env(local=started, dashboard=dashboard) | found
+    local = local if started else {}
     os.environ.update(env)  # this process is Tune's driver; a Ray started here inherits it, in every process
-    tune_actors_get_their_env(own=not started)
+    if fast:
+        tune_actors_get_their_env(own=not started)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     logging.getLogger("ray.tune").setLevel(logging.ERROR)  # its interruption and restore hints name its API, not ours
     logging.getLogger("ray._private.authentication").setLevel(logging.ERROR)  # "token auth is on": nothing to do
@@ -203,7 +213,11 @@ def start_ray(address: str | None, dashboard: bool = False) -> bool:
     except ConnectionError as exc:
         raise UsageError(f"{source} {address}: no Ray cluster answers there ({exc}); start one with "
                          "`ray start --head` or check the address") from None
-    if started:
+    except RuntimeError as exc:
+        if (mismatch := version_mismatch(exc, f"{source} {address}")) is not None:
+            raise mismatch from None
+        raise
+    if started and fast:
         hand_nothing_on(env)
     orphan_groups.use_state_api(bool(context.dashboard_url))  # a cluster's dashboard serves it
     return started
@@ -361,7 +375,7 @@ def _trial_setup(paths: SweepPaths, space: SweepSpace, data: Dataset, plan: Tria
     bars = ray.put(read_bars(data.summary["path"], space.run.data.columns)) if searches_data(space) else None
     return TrialSetup(run=space.run.to_dict(), dataset=ray.put(data), plan=plan, relay=start_relay(),
                       storage=f"{paths.sweep_storage}/train", bars=bars,
-                      max_failures=space.resources.max_failures,
+                      max_failures=space.resources.max_failures, fast=trial_path(space.resources.trial_path).fast,
                       finished={k: r.final_result() for k, r in Ledger(paths.folder / LEDGER).records.items()})
 
 

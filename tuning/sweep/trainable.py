@@ -6,13 +6,14 @@
         every epoch; the sweep's relay (tuning/sweep/report_relay.py) takes rank 0's reports to the Tune
         trial, where the scheduler reads them.
 
-Ray Train 2.60's pattern (Train V2), not the deprecated Tuner(trainer). Checkpoints live
-in Train's storage under the trial's id; a restarted worker (FailureConfig) or a resumed
+Ray Train V2's pattern, not the deprecated Tuner(trainer), on either trial path (tuning/sweep/trial_path.py).
+Checkpoints live in Train's storage under the trial's id; a restarted worker (FailureConfig) or a resumed
 sweep (same name, same storage) continues from the latest one.
 """
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,7 +41,8 @@ class TrialSetup:
     plan: TrialPlan
     relay: ray.actor.ActorHandle  # the sweep's ReportRelay: each trial's reports, from its Train controller to Tune
     storage: str  # Ray Train's storage for trial checkpoints (a path every node sees, or a URI)
-    max_failures: int  # resources.max_failures: worker failures a trial survives (preemptions are not counted)
+    max_failures: int  # resources.max_failures: worker failures a trial survives (failure_config: preemptions apart)
+    fast: bool  # the trial path (tuning/sweep/trial_path.py): the fast one, else Ray's public API alone
     # Trials the ledger holds as finished -> their last result. A driver killed outright (SIGKILL)
     # leaves Ray Tune's last saved state behind the ledger, and `resume` would run them again: they
     # report their recorded end at once instead.
@@ -71,15 +73,25 @@ def run_trial(params: dict[str, Any], setup: TrialSetup) -> None:
          "storage": setup.storage, "trial_id": trial_id, "relay": setup.relay},
         setup.plan,
         ray.train.RunConfig(
-            name=trial_id, storage_path=setup.storage, callbacks=[RelayReports(setup.relay, trial_id)],
-            # A preempted node (drained by the cloud's notice, then gone) is charged to its own budget, unlimited:
-            # a spot reclaim resumes the trial from its latest checkpoint and leaves max_failures for real failures.
-            failure_config=ray.train.FailureConfig(max_failures=setup.max_failures, max_preemption_failures=-1),
+            name=trial_id, storage_path=setup.storage,
+            callbacks=[RelayReports(setup.relay, trial_id, hosted=setup.fast)],
+            failure_config=failure_config(setup.max_failures),
             # The newest two: a trial the scheduler stops may write more before it is killed; the driver
             # reads the history of the one it stopped on, its best.pt from the snapshots (tuning/sweep/trial_files.py).
             checkpoint_config=ray.train.CheckpointConfig(num_to_keep=2)),
+        fast=setup.fast,
     )
     fit_reporting_to_tune(trainer.fit, setup.relay, trial_id, ray.tune.report)
+
+
+def failure_config(max_failures: int) -> ray.train.FailureConfig:
+    """A trial's worker failures: `max_failures` of them survived. A preempted node (drained by the cloud's notice,
+    then gone) is charged to a budget of its own, unlimited, where Ray Train has one (`max_preemption_failures`,
+    Ray 2.58 on): a spot reclaim resumes the trial from its latest checkpoint and leaves max_failures for real
+    failures. On an older Ray a preemption counts as a failure (docs/clusters.md)."""
+    if "max_preemption_failures" in inspect.signature(ray.train.FailureConfig).parameters:
+        return ray.train.FailureConfig(max_failures=max_failures, max_preemption_failures=-1)
+    return ray.train.FailureConfig(max_failures=max_failures)
 
 
 def invalid_result(why: str) -> dict[str, Any]:

@@ -7,7 +7,8 @@ are in every Ray process already: inherited from the driver by a Ray started her
 a cluster, which every actor of the job inherits. The controller itself runs in a host process
 (tuning/sweep/controller_host.py), started without one either.
 Private hooks of Ray Train: `worker_group_cls` of the controller, `_get_worker_runtime_env` of the worker group
-(pinned and tested: tests/tuning/sweep/test_trial_trainer.py).
+(checked against the Ray installed: tuning/sweep/fast_hooks.py, TrialWorkerGroup; a sweep uses this module only on the
+fast path).
 """
 
 from __future__ import annotations

@@ -17,7 +17,6 @@ import psutil
 import pytest
 import ray
 import ray.train
-from ray.train.v2._internal.execution.controller import TrainController
 from ray.train.v2._internal.execution.controller.state import AbortedState
 
 from tuning.search.resources import TrialPlan
@@ -30,7 +29,7 @@ PLAN = TrialPlan(workers=1, cpus_per_worker=1, gpus_per_worker=0, concurrency=1)
 
 @pytest.fixture(scope="module")
 def local_ray():
-    session.start_ray(None)
+    session.start_ray(None, trial_path_setting="fast")
     yield
     session.ray.shutdown()
 
@@ -55,7 +54,7 @@ def reporting_loop(config: dict[str, Any]) -> None:
 
 def fit(name: str, storage: Path, epochs: int, pause_s: float = 0.0) -> ray.train.Result:
     run = ray.train.RunConfig(name=name, storage_path=str(storage), callbacks=[Seen(str(storage / f"{name}.jsonl"))])
-    return trial_trainer(reporting_loop, {"epochs": epochs, "pause_s": pause_s}, PLAN, run).fit()
+    return trial_trainer(reporting_loop, {"epochs": epochs, "pause_s": pause_s}, PLAN, run, fast=True).fit()
 
 
 def seen(storage: Path, name: str) -> list[dict[str, Any]]:
@@ -70,11 +69,10 @@ def wait_for(check, wait_s: float = 60) -> bool:
     return check()
 
 
-def test_the_controller_hooks_the_host_uses_are_ray_trains():
-    """The host runs Ray Train's controller through these; a Ray that changes them fails here, not in a sweep."""
-    for method in ("run", "get_result", "get_state", "get_worker_group", "_set_state", "get_all_reported_checkpoints"):
-        assert callable(getattr(TrainController, method))
-    assert inspect.iscoroutinefunction(TrainController.run)
+def test_the_host_serves_run_abort_and_the_barrier_as_coroutines():
+    """The host runs Ray Train's controller through its run, get_result, get_state, get_worker_group, _set_state and
+    get_all_reported_checkpoints (a coroutine run): fast_hooks' ControllerHost checks them
+    (tests/tuning/sweep/test_fast_hooks.py), and a Ray that changes them sends the sweep down the public path."""
     assert [name for name, kind in inspect.getmembers(ControllerHost, inspect.iscoroutinefunction)] == [
         "abort", "broadcast_from_rank_zero", "get_all_reported_checkpoints", "reset", "run",
         "set_required_ranks"]  # async: abort runs while run awaits, as in Ray Train's; the barrier's on its own loop

@@ -1,6 +1,7 @@
 """The sweep's report relay (tuning/sweep/report_relay.py) on a real local Ray: a trial's results reach Tune in
-order, then its end; a stopped trial's Train run is aborted (by the host of its controller, or with the host killed
-when it does not answer, its placement group then removed)."""
+order, then its end; a stopped trial's Train run is aborted (on the fast path by the host of its controller, or with
+the host killed when it does not answer; on the public path with Ray Train's own controller killed; a killed one's
+placement group then removed)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import time
 
 import pytest
 import ray
-from ray.util.placement_group import placement_group, placement_group_table
+from ray.util.placement_group import placement_group, placement_group_table, remove_placement_group
 
 from tuning.sweep.report_relay import ABORTED, ENDED, ReportRelay, end_run, fit_reporting_to_tune, start_relay
 
@@ -27,13 +28,27 @@ def relay():
 
 
 @ray.remote(num_cpus=0)
+class Witness:
+    """What a host was asked to abort, kept where a killed host's record is not lost."""
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+
+    def saw(self, name: str) -> None:
+        self.asked.append(name)
+
+    def aborts(self) -> list[str]:
+        return self.asked
+
+
+@ray.remote(num_cpus=0)
 class Host:
     """Stands for the host of a trial's Ray Train controller (tuning/sweep/controller_host.py): it reports to the
     relay from its own process, blocking its event loop while a report waits, as Ray Train's report callbacks do;
-    `abort` aborts a run by name (or, for a host that does not answer, never returns)."""
+    `abort` aborts a run by name (or, for a host that does not answer, never returns), telling `witness` first."""
 
-    def __init__(self, answers: bool = True) -> None:
-        self.answers, self.aborted = answers, []
+    def __init__(self, answers: bool = True, witness: ray.actor.ActorHandle | None = None) -> None:
+        self.answers, self.aborted, self.witness = answers, [], witness
 
     async def report(self, relay, trial_id: str, results: list[dict]) -> None:
         me = ray.get_runtime_context().current_actor
@@ -41,6 +56,8 @@ class Host:
             ray.get(relay.put.remote(trial_id, result, me))
 
     async def abort(self, name: str) -> None:
+        if self.witness is not None:
+            await self.witness.saw.remote(name)
         while not self.answers:
             await asyncio.sleep(1)
         self.aborted.append(name)
@@ -99,6 +116,53 @@ def test_a_host_that_does_not_abort_is_killed_and_the_runs_placement_group_remov
     with pytest.raises(ray.exceptions.RayActorError):
         ray.get(host.aborted_runs.remote(), timeout=30)
     assert placement_group_table(group)["state"] == "REMOVED"
+
+
+def group_placed(relay, trial_id: str):
+    """A placement group of one CPU, ready, that the relay holds as the trial's workers'."""
+    group = placement_group([{"CPU": 1}])
+    ray.get(group.ready(), timeout=60)
+    ray.get(relay.placed.remote(trial_id, group.id.hex()))
+    return group
+
+
+@pytest.mark.parametrize("hosted", [True, False], ids=["fast", "public"])
+def test_a_stopped_trials_run_ends_by_its_hosts_abort_or_with_ray_trains_own_controller_killed(relay, hosted):
+    """The fast path's controller host aborts the run (its worker group removes the placement group) and serves the
+    next trial; on the public path the controller is Ray Train's own, one per run: the relay kills it, without
+    asking it to abort, and removes its workers' placement group."""
+    trial_id = f"t7-{'fast' if hosted else 'public'}"
+    witness = Witness.remote()
+    host = Host.remote(witness=witness)
+    group = group_placed(relay, trial_id)
+    ray.get(relay.put.remote(trial_id, {"epoch": 0}, host, hosted))
+    ray.get(relay.abort.remote(trial_id), timeout=60)
+    if hosted:
+        assert ray.get(host.aborted_runs.remote(), timeout=30) == [trial_id]  # asked, and alive
+        assert placement_group_table(group)["state"] == "CREATED"  # the host's abort removes it, not the relay
+        remove_placement_group(group)
+    else:
+        with pytest.raises(ray.exceptions.RayActorError):
+            ray.get(host.aborted_runs.remote(), timeout=30)
+        assert placement_group_table(group)["state"] == "REMOVED"
+    assert ray.get(witness.aborts.remote(), timeout=30) == ([trial_id] if hosted else [])
+
+
+def test_a_public_trial_aborted_before_its_first_report_has_the_controller_that_reports_killed(relay):
+    witness = Witness.remote()
+    host = Host.remote(witness=witness)
+    ray.get(relay.abort.remote("t8"))
+    ray.get(relay.put.remote("t8", {"epoch": 0}, host, False), timeout=30)  # returns at once
+
+    def dead() -> bool:
+        try:
+            ray.get(host.aborted_runs.remote(), timeout=30)
+        except ray.exceptions.RayActorError:
+            return True
+        return False
+
+    assert eventually(dead)
+    assert ray.get(witness.aborts.remote(), timeout=30) == []
 
 
 def test_a_trial_aborted_before_its_first_report_has_the_host_that_reports_abort_it(relay):

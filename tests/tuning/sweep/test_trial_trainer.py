@@ -1,9 +1,11 @@
-"""A trial's Ray Train trainer (tuning/sweep/trial_trainer.py): which trainer, which of Ray Train's default
-callbacks, and no torch in the trial's Tune actor or Train controller.
+"""A trial's Ray Train trainer (tuning/sweep/trial_trainer.py) on either trial path: which trainer, which of Ray
+Train's default callbacks, and, on the fast path (tuning/sweep/lean_trainer.py), no torch in the trial's Tune actor
+or Train controller.
 
-The callbacks are left out, and the controller and workers started without a runtime environment of their own,
-through private hooks of Ray Train: these tests fail loudly when a Ray release changes them, before a sweep would
-start actors it does not need, lose ones it does, or start each process through the runtime-env agent again.
+On the fast path the callbacks are left out, and the controller and workers started without a runtime environment
+of their own, through private hooks of Ray Train: tests/tuning/sweep/test_fast_hooks.py fails naming the hook when a
+Ray release changes one (the sweep then takes the public path); these tests check what the fast path does with them.
+The public path is Ray Train's TorchTrainer as Ray documents it, every default callback kept.
 """
 
 from __future__ import annotations
@@ -29,34 +31,34 @@ from ray.train.v2.api.data_parallel_trainer import DataParallelTrainer
 from tests.cli import ROOT, run_cli
 from tests.tuning.sweeps import SPACE, ledger, space_values
 from tuning.search.resources import TrialPlan
+from tuning.sweep.lean_trainer import LEFT_OUT_CALLBACKS, SingleWorkerTrainer
 from tuning.sweep.relay_callback import RelayReports
 from tuning.sweep.trial_controller import TrialController, TrialWorkerGroup
-from tuning.sweep.trial_trainer import LEFT_OUT_CALLBACKS, SingleWorkerTrainer, trial_trainer
+from tuning.sweep.trial_trainer import trial_trainer
 
 
 def loop(config: dict) -> None:
     """A train loop that is never run here."""
 
 
-def trainer(workers: int, tmp_path) -> DataParallelTrainer:
+def trainer(workers: int, tmp_path, fast: bool = True) -> DataParallelTrainer:
     plan = TrialPlan(workers=workers, cpus_per_worker=1, gpus_per_worker=0, concurrency=1)
     return trial_trainer(loop, {}, plan, ray.train.RunConfig(name="t", storage_path=str(tmp_path),
-                                                             callbacks=[RelayReports(None, "t")]))
+                                                             callbacks=[RelayReports(None, "t", hosted=fast)]), fast=fast)
 
 
-def test_ray_train_still_has_the_private_hook_and_the_callbacks_left_out():
-    """Pinned Ray minor (pyproject): when this fails, Ray changed what trial_trainer relies on."""
-    assert callable(getattr(DataParallelTrainer, "_create_default_callbacks", None))
+def test_the_fast_path_leaves_out_ray_trains_datasets_and_placement_group_cleaner_callbacks():
+    """Ray Train's hook that makes them (DataParallelTrainer._create_default_callbacks) is checked by
+    tuning/sweep/fast_hooks.py's LeanCallbacks (tests/tuning/sweep/test_fast_hooks.py)."""
     assert {cls.__name__ for cls in LEFT_OUT_CALLBACKS} == {"DatasetsCallback", "PlacementGroupCleanerCallback"}
 
 
-def test_ray_train_still_starts_its_controller_and_workers_as_trial_trainer_overrides_it():
-    """The hooks the lean controller and workers rest on, and the runtime environment Ray Train would give them."""
-    assert "runtime_env" in inspect.getsource(DataParallelTrainer._initialize_and_run_controller)
-    assert callable(getattr(DataParallelTrainer, "_register_sigint_handler", None))
-    assert TrainController.worker_group_cls is WorkerGroup
-    assert list(inspect.signature(WorkerGroup._get_worker_runtime_env).parameters) == ["custom_runtime_env"]
+def test_the_fast_paths_controller_is_ray_trains_with_the_trials_worker_group():
+    """The hooks it rests on (the controller's runtime environment, the SIGINT handler, worker_group_cls,
+    _get_worker_runtime_env) are checked by fast_hooks' ControllerHost and TrialWorkerGroup
+    (tests/tuning/sweep/test_fast_hooks.py)."""
     assert issubclass(TrialController, TrainController) and TrialController.worker_group_cls is TrialWorkerGroup
+    assert TrainController.worker_group_cls is WorkerGroup  # what TrialController replaces
 
 
 def test_trial_workers_get_no_runtime_environment_where_ray_trains_would(monkeypatch):
@@ -100,10 +102,10 @@ RUNTIME_ENVS = textwrap.dedent("""
 
     def trial(config):  # a trial's Tune actor, as a sweep's
         plan = TrialPlan(workers=1, cpus_per_worker=1, gpus_per_worker=0, concurrency=1)
-        ray.tune.report({"seen": json.dumps({"tune_actor": seen(), **fit(trial_trainer(loop, {}, plan, run("trial")),
-                                                                          "trial")})})
+        ray.tune.report({"seen": json.dumps({"tune_actor": seen(), **fit(trial_trainer(loop, {}, plan, run("trial"),
+                                                                                       fast=True), "trial")})})
 
-    session.start_ray(None)
+    session.start_ray(None, trial_path_setting="fast")
     out = {"ray": fit(DataParallelTrainer(loop, scaling_config=ray.train.ScalingConfig(num_workers=1),
                                           run_config=run("ray")), "ray")}
     tuner = ray.tune.Tuner(ray.tune.with_resources(trial, TRIAL_DRIVER_RESOURCES),
@@ -137,7 +139,7 @@ def test_ray_train_would_start_both_callbacks_the_trial_leaves_out(tmp_path):
 
 
 @pytest.mark.parametrize("workers", [1, 2])
-def test_a_trial_keeps_every_other_callback_and_its_own(workers, tmp_path):
+def test_a_fast_trial_keeps_every_other_callback_and_its_own(workers, tmp_path):
     callbacks = trainer(workers, tmp_path)._create_default_callbacks()
     kinds = {type(callback) for callback in callbacks}
     assert not kinds & set(LEFT_OUT_CALLBACKS)
@@ -146,7 +148,7 @@ def test_a_trial_keeps_every_other_callback_and_its_own(workers, tmp_path):
     assert [type(callback) for callback in handler._user_callbacks] == [RelayReports]
 
 
-def test_one_worker_runs_without_a_torch_process_group_and_two_with_one(tmp_path):
+def test_a_fast_trial_of_one_worker_runs_without_a_torch_process_group_and_of_two_with_one(tmp_path):
     single = trainer(1, tmp_path)
     assert type(single) is SingleWorkerTrainer and type(single.backend_config) is ray.train.BackendConfig
     several = trainer(2, tmp_path)
@@ -156,7 +158,46 @@ def test_one_worker_runs_without_a_torch_process_group_and_two_with_one(tmp_path
     assert several.scaling_config.num_workers == 2
 
 
-def test_the_trial_actor_and_the_controller_never_import_torch(tmp_path):
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_public_trial_is_ray_trains_torch_trainer_with_every_default_callback(workers, tmp_path):
+    """The public path: TorchTrainer as Ray documents it (a process group even for one worker), each of Ray Train's
+    default callbacks kept (none left out), and the relay's callback told its controller is Ray Train's own."""
+    from ray.train.torch import TorchConfig, TorchTrainer
+
+    public = trainer(workers, tmp_path, fast=False)
+    assert type(public) is TorchTrainer and type(public.backend_config) is TorchConfig
+    assert public.scaling_config.num_workers == workers
+    plain = TorchTrainer(loop, scaling_config=ray.train.ScalingConfig(num_workers=workers),
+                         run_config=ray.train.RunConfig(name="t", storage_path=str(tmp_path),
+                                                        callbacks=[RelayReports(None, "t", hosted=False)]))
+    callbacks = public._create_default_callbacks()
+    assert [type(callback) for callback in callbacks] == [type(callback) for callback in
+                                                          plain._create_default_callbacks()]
+    assert set(LEFT_OUT_CALLBACKS) <= {type(callback) for callback in callbacks}
+    (handler,) = [callback for callback in callbacks if isinstance(callback, UserCallbackHandler)]
+    (relay,) = handler._user_callbacks
+    assert type(relay) is RelayReports and relay.hosted is False  # the relay kills Ray Train's controller to end it
+
+
+def test_a_public_trial_never_imports_the_fast_paths_modules(tmp_path):
+    """The fast path's modules import Ray's private modules the hooks check: a Ray they do not fit must not fail at
+    their import. (Ray Tune's private class_cache, a hook of the fast path, cannot be told apart here: `import
+    ray.tune` imports it; tests/tuning/sweep/test_ray_start.py checks that the public path leaves it untouched.)"""
+    public_side = textwrap.dedent("""
+        import sys, ray.train
+        from tuning.search.resources import TrialPlan
+        from tuning.sweep.trainable import run_trial, train_loop
+        from tuning.sweep.trial_trainer import trial_trainer
+        plan = TrialPlan(workers=1, cpus_per_worker=1, gpus_per_worker=0, concurrency=1)
+        trial_trainer(train_loop, {}, plan, ray.train.RunConfig(name="t", storage_path=sys.argv[1]), fast=False)
+        fast_path = {"tuning.sweep.lean_trainer", "tuning.sweep.controller_host", "tuning.sweep.host_barrier",
+                     "tuning.sweep.trial_controller"}
+        assert not fast_path & set(sys.modules), fast_path & set(sys.modules)
+    """)
+    subprocess.run([sys.executable, "-c", public_side, str(tmp_path)], cwd=ROOT, check=True)
+
+
+def test_on_the_fast_path_the_trial_actor_and_the_controller_never_import_torch(tmp_path):
     """What the trial's Tune actor imports (the trainable) and what its Train controller's host imports and unpickles
     (the callbacks and the train function of a one-worker trial), each in a process of its own."""
     tune_side = textwrap.dedent("""
@@ -168,7 +209,7 @@ def test_the_trial_actor_and_the_controller_never_import_torch(tmp_path):
         from tuning.sweep.trial_trainer import trial_trainer
         plan = TrialPlan(workers=1, cpus_per_worker=1, gpus_per_worker=0, concurrency=1)
         trainer = trial_trainer(train_loop, {}, plan, ray.train.RunConfig(
-            name="t", storage_path=sys.argv[1], callbacks=[RelayReports(None, "t")]))
+            name="t", storage_path=sys.argv[1], callbacks=[RelayReports(None, "t")]), fast=True)
         sys.stdout.buffer.write(cloudpickle.dumps((trainer._create_default_callbacks(), trainer.backend_config,
                                                    train_loop)))
         assert "torch" not in sys.modules, "the Tune side imported torch"
@@ -186,7 +227,8 @@ def test_a_worker_finds_the_train_loop_without_importing_the_trials_tune_side():
     from tuning.sweep.trainable import train_loop
 
     worker_side = ("import sys, pickle; pickle.load(sys.stdin.buffer); "
-                   "assert not {'ray.tune', 'tuning.sweep.trial_trainer', 'torch'} & set(sys.modules), sys.modules")
+                   "assert not {'ray.tune', 'tuning.sweep.trial_trainer', 'tuning.sweep.lean_trainer', 'torch'} "
+                   "& set(sys.modules), sys.modules")
     subprocess.run([sys.executable, "-c", worker_side], cwd=ROOT, input=cloudpickle.dumps(train_loop), check=True)
 
 
@@ -225,7 +267,7 @@ def test_on_a_ray_started_here_a_trial_asks_no_autoscaler_for_its_workers(starte
     a cluster's trials keep Ray Train's own."""
     from ray.train.v2._internal.execution.scaling_policy import FixedScalingPolicy, create_scaling_policy
 
-    from tuning.sweep import trial_trainer as module
+    from tuning.sweep import lean_trainer as module
     from tuning.sweep.ray_env import NO_AUTOSCALER, sweep_env
 
     assert (sweep_env(local=True).get(NO_AUTOSCALER), sweep_env(local=False).get(NO_AUTOSCALER)) == ("1", None)
@@ -250,7 +292,7 @@ def test_a_trial_that_asks_no_autoscaler_never_reaches_the_coordinator_and_still
                                                                                                     tmp_path):
     from ray.train.v2._internal.execution.scaling_policy import ResizeDecision, scaling_policy
 
-    from tuning.sweep.trial_trainer import UnrequestedScaling
+    from tuning.sweep.lean_trainer import UnrequestedScaling
 
     def reached(*_: object) -> None:
         raise AssertionError("the autoscaling coordinator was asked")
