@@ -51,8 +51,8 @@ class ReportRelay:
     def __init__(self, abort_wait_s: float = ABORT_WAIT_S) -> None:
         self.abort_wait_s = abort_wait_s  # a host that has not aborted a run within this is killed
         self.queues: dict[str, asyncio.Queue] = {}
-        self.hosts: dict[str, ray.actor.ActorHandle] = {}  # trial id -> the host of its Train controller
-        self.hosted: dict[str, bool] = {}  # trial id -> whether that is a controller host (else Ray Train's own)
+        # trial id -> the actor of its Train controller, and whether that is a controller host (else Ray Train's own)
+        self.hosts: dict[str, tuple[ray.actor.ActorHandle, bool]] = {}
         self.abort_events: dict[str, asyncio.Event] = {}  # trial id -> set once it is aborted (a put waiting returns)
         self.groups: dict[str, str] = {}  # trial id -> its workers' placement group (hex id)
         self.aborted: set[str] = set()
@@ -72,8 +72,7 @@ class ReportRelay:
                 self.ended.add(trial_id)
                 asyncio.ensure_future(self._end_run(trial_id, host, hosted))
             return
-        self.hosts[trial_id] = host
-        self.hosted[trial_id] = hosted
+        self.hosts[trial_id] = host, hosted
         aborted = self.abort_events.setdefault(trial_id, asyncio.Event())
         waits = [asyncio.ensure_future(self._queue(trial_id).put(result)), asyncio.ensure_future(aborted.wait())]
         _, pending = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
@@ -106,7 +105,6 @@ class ReportRelay:
         """The trial's run has ended (its controller removed its placement group)."""
         self.queues.pop(trial_id, None)
         self.hosts.pop(trial_id, None)
-        self.hosted.pop(trial_id, None)
         self.groups.pop(trial_id, None)
         self.abort_events.pop(trial_id, None)
 
@@ -119,9 +117,9 @@ class ReportRelay:
             queue.get_nowait()
         if queue is not None:  # a take waiting on it returns now
             queue.put_nowait(ABORTED)
-        if (host := self.hosts.pop(trial_id, None)) is not None:
+        if (controller := self.hosts.pop(trial_id, None)) is not None:
             self.ended.add(trial_id)  # its run's last put, still to come, ends nothing more
-            await self._end_run(trial_id, host, self.hosted.pop(trial_id, True))
+            await self._end_run(trial_id, *controller)
 
     async def _end_run(self, trial_id: str, host: ray.actor.ActorHandle, hosted: bool) -> None:
         """End the trial's run: its host aborts it (tuning/sweep/controller_host.py: the workers and their placement

@@ -195,9 +195,10 @@ def start_ray(address: str | None, dashboard: bool = False, trial_path_setting: 
     # fast path needs it (the sweep's report relay gives back a stopped trial's placement group,
     # tuning/sweep/report_relay.py), and it costs seconds of CPU to start and run. Started, it also serves the state
     # API the orphaned groups' watch uses, as on a cluster.
-    found, local = local_dashboard() if started and (dashboard or not fast) else ({}, {"include_dashboard": False})
+    found, local = {}, {}  # the variables naming its dashboard, and ray.init's arguments, for a Ray started here
+    if started:
+        found, local = local_dashboard() if dashboard or not fast else ({}, {"include_dashboard": False})
     env = sweep_env(local=started, dashboard=dashboard) | found
-    local = local if started else {}
     os.environ.update(env)  # this process is Tune's driver; a Ray started here inherits it, in every process
     if fast:
         tune_actors_get_their_env(own=not started)
