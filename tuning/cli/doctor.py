@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING
 
 from tuning.cli.help import subcommand
 from tuning.cli.store_options import add_storage_option, add_tracking_uri_option
@@ -11,6 +11,9 @@ from tuning.cluster.ray_address import ray_address
 from tuning.sweep.ray_version import check_ray_version
 from tuning.tracking.store import resolve_store
 from tuning.uri_secrets import STORAGE_CREDENTIALS, refuse_credentials
+
+if TYPE_CHECKING:
+    from tuning.cluster.doctor import Finding
 
 MARKS = {"ok": "ok  ", "warn": "warn", "fail": "FAIL"}
 
@@ -58,7 +61,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     return 0
 
 
-def _trial_path() -> Any:
+def _trial_path() -> Finding:
     """The path a sweep's trials take on this Ray with resources.trial_path auto (tuning/sweep/trial_path.py)."""
     from tuning.cluster.doctor import Finding
     from tuning.sweep.trial_path import AUTO, trial_path
