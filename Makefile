@@ -1,6 +1,10 @@
 # `make demo` and `make test` each create .venv when missing and install what they need.
 # Where no NVIDIA GPU is present, torch is the CPU build (TORCH_CPU_ARGS can point pip at
 # the PyTorch CPU wheel index on machines whose pip does not already have it).
+# Where one is (nvidia-smi answers), torch is the GPU workers' (cluster/locks/gpu-worker.in says why it is not the
+# head's) and mamba-ssm's kernels come as upstream's prebuilt wheels, by their release URLs, never compiled: CUDA 12
+# by default, `make KERNEL_CUDA=13` for CUDA 13 (docs/gpus.md, "Installing the kernels"). Then tuning.cluster.gpu_ready
+# checks that torch sees the GPU and the kernels import, and says in one line what is wrong when not.
 
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -8,6 +12,23 @@ TORCH_VERSION ?= 2.13.0
 TORCH_CPU_ARGS ?=
 HAS_NVIDIA := $(shell nvidia-smi -L >/dev/null 2>&1 && echo yes)
 STAMP := $(VENV)/.installed
+# The GPU install (above): torch and the two kernels' versions, as cluster/locks/gpu-worker.in pins them.
+GPU_PIN = $(shell sed -n 's/^$(1)==\([^ ]*\).*/\1/p' cluster/locks/gpu-worker.in)
+TORCH_GPU_VERSION ?= $(call GPU_PIN,torch)
+MAMBA_SSM_VERSION := $(call GPU_PIN,mamba-ssm)
+CAUSAL_CONV1D_VERSION := $(call GPU_PIN,causal-conv1d)
+KERNEL_CUDA ?= 12
+# The release wheels' names, as upstream's setup.py (get_wheel_url) builds them: +cu<CUDA major>torch<major.minor>,
+# then the venv's CPython ($$py, cp310 to cp313: the recipe reads it from the venv, which it may have just made)
+KERNEL_WHEEL_TAG = cu$(KERNEL_CUDA)torch$(basename $(TORCH_GPU_VERSION))cxx11abiTRUE-$$py-$$py-linux_x86_64
+MAMBA_SSM_WHEEL = https://github.com/state-spaces/mamba/releases/download/v$(MAMBA_SSM_VERSION)/mamba_ssm-$(MAMBA_SSM_VERSION)+$(KERNEL_WHEEL_TAG).whl
+CAUSAL_CONV1D_WHEEL = https://github.com/Dao-AILab/causal-conv1d/releases/download/v$(CAUSAL_CONV1D_VERSION)/causal_conv1d-$(CAUSAL_CONV1D_VERSION)+$(KERNEL_WHEEL_TAG).whl
+ifeq ($(KERNEL_CUDA),13)
+# PyPI has no torch 2.10.0+cu130: PyTorch's cu130 index, for torch alone (its pin names the +cu130 build)
+TORCH_GPU = "torch==$(TORCH_GPU_VERSION)+cu130" --extra-index-url https://download.pytorch.org/whl/cu130
+else
+TORCH_GPU = "torch==$(TORCH_GPU_VERSION)"
+endif
 # Debian's chromium, for the MLflow UI test (Playwright drives it; no browser is downloaded)
 CHROMIUM := /usr/bin/chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -17,9 +38,15 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 $(STAMP): pyproject.toml Makefile
 	test -x $(PY) || python3 -m venv $(VENV)
 ifeq ($(HAS_NVIDIA),yes)
-	$(PY) -m pip install -q "torch>=2.6"
+	case "$(KERNEL_CUDA)" in 12|13) ;; *) echo "error: KERNEL_CUDA=$(KERNEL_CUDA), the kernels' wheels are for CUDA 12 or 13; make KERNEL_CUDA=12 (driver 570+) or 13 (driver 580+)" >&2; exit 2;; esac
+	$(PY) -c 'import sys; sys.exit(not (3, 10) <= sys.version_info[:2] <= (3, 13))' || { echo "error: $(VENV) is Python $$($(PY) -c 'import platform; print(platform.python_version())'), the kernels' release wheels are CPython 3.10 to 3.13 (cp310-cp313); rm -rf $(VENV) && python3.11 -m venv $(VENV) && make" >&2; exit 2; }
+	$(PY) -m pip install -q $(TORCH_GPU)
 	$(PY) -m pip install -q -e '.[dev,bench,data]'
-	$(PY) -m pip install -q --no-build-isolation -e '.[cuda]'
+	# the kernels, prebuilt for that torch and CUDA, torch held to it while their requirements resolve: never
+	# compiled here (cluster/cuda-wheels.sh build does that)
+	py=$$($(PY) -c 'import sys; print("cp%d%d" % sys.version_info[:2])') && \
+		$(PY) -m pip install -q $(TORCH_GPU) "$(MAMBA_SSM_WHEEL)" "$(CAUSAL_CONV1D_WHEEL)"
+	$(PY) -m tuning.cluster.gpu_ready
 else
 	$(PY) -m pip install -q "torch==$(TORCH_VERSION)" $(TORCH_CPU_ARGS)
 	$(PY) -m pip install -q -e '.[dev,bench,data]'
@@ -131,7 +158,11 @@ install-project:
 # The cluster's locks (cluster.yaml installs them with --require-hashes): exact versions and sha256
 # hashes for linux x86_64, CPython 3.11, wheels only. The head's (pyproject's dependencies and
 # cluster/locks/head.in) is compiled first; the GPU workers' and the cpu image's against it as constraints,
-# so all agree on every package they share. Kept pins stay; `make lock LOCK_ARGS=--upgrade` moves them on.
+# so all agree on every package they share, torch's CUDA build on the GPU workers excepted (below).
+# Kept pins stay; `make lock LOCK_ARGS=--upgrade` moves them on.
+# The GPU workers' torch differs (gpu-worker.in says why): gpu-worker.txt takes head.txt's versions for every other
+# package they share; its constraints are head.txt less torch and what torch's CUDA build brings (TORCH_CUDA_BUILD:
+# triton, nvidia-*, cuda-*), a file the recipe writes under build/.
 # mamba-ssm and causal-conv1d (gpu-worker.in) are resolved for their requirements but not emitted:
 # their prebuilt wheels are pinned in cuda-kernels.txt, which cluster/cuda-wheels.sh publish writes.
 # cpu.txt (deploy/Dockerfile's cpu image): head.in's packages with PyTorch's CPU build of the same torch, which is
@@ -143,18 +174,31 @@ LOCK_VENV ?= $(HOME)/.cache/mamba-tune/lock-venv
 LOCK_ARGS ?=
 TORCH_CPU_PAGE := https://download.pytorch.org/whl/cpu/torch/
 TORCH_CPU_SOURCE ?= --find-links $(TORCH_CPU_PAGE)
+TORCH_CUDA_BUILD := ^(torch|triton)==|^(nvidia|cuda)-
+GPU_WORKER_CONSTRAINTS := build/lock/head-less-torch-cuda.txt
 LOCK_COMPILE = $(LOCK_VENV)/bin/uv pip compile --quiet --no-config --generate-hashes --only-binary :all: \
 	--python-version 3.11 --python-platform x86_64-manylinux_2_28 --default-index https://pypi.org/simple \
 	--custom-compile-command "make lock" $(LOCK_ARGS)
 
 .PHONY: lock
-lock:
-	test -x $(LOCK_VENV)/bin/uv || (python3 -m venv $(LOCK_VENV) && $(LOCK_VENV)/bin/pip install -q "uv==$(UV_VERSION)")
+lock: $(LOCK_VENV)/bin/uv
 	$(LOCK_COMPILE) pyproject.toml cluster/locks/head.in -o cluster/locks/head.txt
-	$(LOCK_COMPILE) pyproject.toml cluster/locks/gpu-worker.in -c cluster/locks/head.txt \
-		--no-binary mamba-ssm --no-binary causal-conv1d --no-emit-package mamba-ssm --no-emit-package causal-conv1d \
-		-o cluster/locks/gpu-worker.txt
+	$(MAKE) --no-print-directory lock-gpu-worker
 	$(LOCK_COMPILE) pyproject.toml cluster/locks/cpu.in -c cluster/locks/head.txt $(TORCH_CPU_SOURCE) \
 		-o cluster/locks/cpu.txt
 	sed -i '1i --find-links $(TORCH_CPU_PAGE)  # torch+cpu: on the PyTorch CPU index, not PyPI (make lock)' \
 		cluster/locks/cpu.txt
+
+$(LOCK_VENV)/bin/uv:
+	python3 -m venv $(LOCK_VENV) && $(LOCK_VENV)/bin/pip install -q "uv==$(UV_VERSION)"
+
+# gpu-worker.txt alone (make lock runs it after head.txt): head.txt as constraints less torch and what torch's CUDA
+# build brings, which gpu-worker.in pins apart (its torch has the kernels' release wheels; head.txt's has none).
+.PHONY: lock-gpu-worker
+lock-gpu-worker: $(LOCK_VENV)/bin/uv
+	mkdir -p $(dir $(GPU_WORKER_CONSTRAINTS))
+	grep -E '^[A-Za-z0-9]' cluster/locks/head.txt | sed 's/ .*//' | grep -Ev '$(TORCH_CUDA_BUILD)' \
+		> $(GPU_WORKER_CONSTRAINTS)
+	$(LOCK_COMPILE) pyproject.toml cluster/locks/gpu-worker.in -c $(GPU_WORKER_CONSTRAINTS) \
+		--no-binary mamba-ssm --no-binary causal-conv1d --no-emit-package mamba-ssm --no-emit-package causal-conv1d \
+		-o cluster/locks/gpu-worker.txt

@@ -1,174 +1,239 @@
-"""One prepared GPU check: kernels, epoch time, memory, a packed sweep. Under 8 minutes on one GPU.
+"""The first check on a GPU machine: six sections, each in its own process with its own timeout.
 
-Run by hand on a CUDA machine with the `cuda` extra installed (`make test` there installs it):
-    .venv/bin/python bench/gpu_check.py [--skip-sweep]
-    .venv/bin/python bench/gpu_check.py --dry-run-cpu   # every step but parity, tiny, on CPU: the script works
-Prints JSON:
-  parity:   mamba_ssm's fused kernels against the pure-torch path (outputs and gradients), fp32
-            and bf16 autocast: the largest differences and whether they are within tolerance;
-  epoch:    the original system's workload (21,600 bars, 80/20, batch 512, the default model) in
-            fp32 and bf16: seconds per epoch (the second epoch, after kernel compilation) and
-            samples/s. Anchor: the original system reports 1.86 minutes per epoch on an RTX 4090;
-            the aim is under 2 seconds on an H200;
-  memory:   the CUDA context a process holds, and the measured peak of training at each batch
-            size (fp32, bf16), with how many such trials fit on this GPU (the packing rule, docs/gpus.md);
-  sweep:    `mamba-tune sweep` of 4 trials packed on this GPU by the memory probe (gpus_per_trial auto).
+Its run time: under 10 minutes on one GPU, an estimate: not yet run on one. Each section's timeout is a cap,
+not its expected time; the default caps sum to 600 s (bench/gpu_sections/__init__.py), so the check ends
+within about 10 minutes whatever hangs (plus TERM_GRACE_S for a section stopped at its cap).
+Run it from the checkout, after `make` on the GPU machine (docs/gpus.md, "Installing the kernels"; the same page
+says what each number means):
+    .venv/bin/python bench/gpu_check.py                  # writes gpu_check.json after each section
+    .venv/bin/python bench/gpu_check.py --cpu-smoke      # sections 4-6 on CPU with a tiny model: the script works
+Sections (bench/gpu_sections/): environment, parity, forecaster, epoch, memory, sweep. The JSON report is
+rewritten after every section (a hang or a crash loses nothing done before it) and printed at the end; a
+section that exceeds its timeout is killed with everything it started ("timed out after N s"), one that
+raises records its error's type and message, and the check goes on. Without CUDA, the sections that need
+it say "skipped: no CUDA" and the CPU parts (environment, the Forecaster's CPU checkpoint) are real.
+Exits 0 when the report is complete (the report says what failed; `problems` lists it), 2 for bad flags.
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
+import math
+import os
+import signal
 import subprocess
 import sys
 import tempfile
 import time
+import traceback
+from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import pyarrow.parquet as pq  # noqa: E402
-import torch  # noqa: E402
-import yaml  # noqa: E402
+from bench.gpu_sections import SECTIONS, section_named  # noqa: E402
+from bench.gpu_sections.context import NO_CUDA, SectionContext, Skipped  # noqa: E402
 
-from model.backend import load_fused_kernel  # noqa: E402
-from model.config import ModelConfig  # noqa: E402
-from model.data import DataConfig, load_dataset  # noqa: E402
-from model.mamba2 import Mamba2  # noqa: E402
-from model.precision import autocast  # noqa: E402
-from model.step_memory import CUDA_CONTEXT_BYTES, MB, step_peak_bytes  # noqa: E402
-from model.synth import synth_bars  # noqa: E402
-from model.train import TrainConfig, fit  # noqa: E402
-from tuning.sweep.memory_probe import trials_per_gpu  # noqa: E402
-
-BARS = 21_600  # the original system: 180 days of ES bars
-TOLERANCE = {"fp32": {"rtol": 1e-3, "atol": 1e-3}, "bf16": {"rtol": 3e-2, "atol": 3e-2}}
+TERM_GRACE_S = 10  # after SIGTERM (a sweep then stops Ray), SIGKILL
+TAIL = 3000  # characters of a failed section's output kept in the report
 
 
-def parity(precision: str) -> dict:
-    """Fused vs torch Mamba2 layer: max abs difference of outputs and parameter gradients."""
-    torch.manual_seed(0)
-    cuda = torch.device("cuda")
-    fused = Mamba2(d_model=256, d_state=64, headdim=64, ngroups=1, chunk_size=256, backend="mamba_ssm").to(cuda)
-    reference = Mamba2(d_model=256, d_state=64, headdim=64, ngroups=1, chunk_size=256, backend="torch").to(cuda)
-    reference.load_state_dict(fused.state_dict())
-    u = torch.randn(8, 128, 256, device=cuda)  # (batch, window, d_model)
-    with autocast(precision, cuda):
-        out_fused, out_ref = fused(u), reference(u)
-    grad = torch.randn_like(out_ref)
-    out_fused.backward(grad.to(out_fused.dtype))
-    out_ref.backward(grad.to(out_ref.dtype))
-    out_diff = (out_fused.float() - out_ref.float()).abs().max().item()
-    grad_diff = max((a.grad - b.grad).abs().max().item() / (b.grad.abs().max().item() or 1.0)
-                    for a, b in zip(fused.parameters(), reference.parameters(), strict=True))
-    within = True
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.section:  # a section's own process, started by the runner below
+        return run_section(args)
+    names = args.sections or [s.name for s in SECTIONS]
+    timeouts = {s.name: args.timeouts.get(s.name, s.timeout_s) for s in SECTIONS}
+    report = {"check": "bench/gpu_check.py", "mode": "cpu-smoke" if args.cpu_smoke else "full",
+              "started": datetime.now(timezone.utc).isoformat(timespec="seconds"), "finished": None,
+              "sections": {n: {"status": "pending", "timeout_s": timeouts[n], "what": section_named(n).what}
+                           for n in names}, "problems": []}
+    out = Path(args.out)
+    with tempfile.TemporaryDirectory(prefix="gpu-check-") as scratch:
+        for name in names:
+            entry = report["sections"][name]
+            skip = skip_reason(section_named(name), report, args.cpu_smoke)
+            if skip:
+                entry.update(status="skipped", detail=skip)
+            else:
+                entry["status"] = "running"
+                write_json(report, out)
+                entry.update(run_child(name, timeouts[name], args.cpu_smoke, Path(scratch)))
+            note(name, entry)
+            problem = problem_of(name, entry)
+            if problem:
+                report["problems"].append(problem)
+            write_json(report, out)
+    report["finished"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    write_json(report, out)
+    print(json.dumps(finite(report), indent=2))
+    return 0
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], epilog="sections: " + "; ".join(
+        f"{s.name} ({s.timeout_s:.0f} s): {s.what}" for s in SECTIONS))
+    parser.add_argument("--out", default="gpu_check.json", help="the JSON report, rewritten after each section "
+                        "(default: gpu_check.json)")
+    parser.add_argument("--cpu-smoke", action="store_true", help="run sections 4-6 on CPU with a tiny model and "
+                        "1,500 bars: checks the script's code paths, measures nothing")
+    parser.add_argument("--sections", type=section_list, help="only these, comma-separated, e.g. parity,epoch")
+    parser.add_argument("--timeout", action="append", default=[], metavar="SECTION=SECONDS",
+                        help="a section's timeout in seconds, over its default (repeatable)")
+    parser.add_argument("--section", help=argparse.SUPPRESS)  # internal: run one section in this process
+    parser.add_argument("--result", help=argparse.SUPPRESS)  # internal: where that section writes its answer
+    parser.add_argument("--workdir", help=argparse.SUPPRESS)
+    parser.add_argument("--section-timeout", type=float, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    args.timeouts = {}
+    for pair in args.timeout:
+        name, _, seconds = pair.partition("=")
+        if name not in {s.name for s in SECTIONS} or not is_positive(seconds):
+            parser.error(f"--timeout {pair}: give SECTION=SECONDS, SECTION one of "
+                         f"{', '.join(s.name for s in SECTIONS)}, SECONDS a positive number; e.g. --timeout epoch=300")
+        args.timeouts[name] = float(seconds)
+    return args
+
+
+def section_list(text: str) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    known = [s.name for s in SECTIONS]
+    unknown = [n for n in names if n not in known]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"unknown section(s) {', '.join(unknown) or '(none given)'}; "
+                                         f"choose among {', '.join(known)}")
+    return [n for n in known if n in names]  # in the order they run
+
+
+def is_positive(text: str) -> bool:
     try:
-        torch.testing.assert_close(out_fused.float(), out_ref.float(), **TOLERANCE[precision])
-    except AssertionError:
-        within = False
-    return {"backend": fused.active_backend(), "max_abs_output_diff": out_diff,
-            "max_relative_grad_diff": grad_diff, "outputs_within_tolerance": within}
+        return float(text) > 0
+    except ValueError:
+        return False
 
 
-def epoch_seconds(data, model: ModelConfig, device: str, precision: str) -> dict:
-    """Two epochs of the original workload; the second one's time (the first compiles Triton kernels)."""
-    config = TrainConfig(epochs=2, batch_size=512, lr=5e-5, device=device, precision=precision)
-    result = fit(config, model, data)
-    second = result.history[-1]
-    return {"epoch_s": round(second["epoch_s"], 3), "samples_per_s": round(second["samples_per_s"]),
-            "first_epoch_s": round(result.history[1]["epoch_s"], 3), "val_loss": second["val_loss"],
-            "peak_memory_mb": round(second["peak_memory_mb"])}
+def skip_reason(section, report: dict[str, Any], smoke: bool) -> str | None:
+    """'skipped: no CUDA' when the environment section found none and the section cannot run without it;
+    None otherwise (a section whose environment is unknown runs, and decides for itself)."""
+    environment = report["sections"].get("environment", {})
+    no_cuda = environment.get("status") == "ok" and not environment["result"].get("cuda_available")
+    needs = section.needs_cuda == "always" or (section.needs_cuda == "gpu-run" and not smoke)
+    return NO_CUDA if no_cuda and needs else None
 
 
-def context_bytes() -> int:
-    """What this process holds on the GPU outside torch's allocator (context, kernels, workspaces)."""
-    free, total = torch.cuda.mem_get_info()
-    return total - free - torch.cuda.memory_reserved()
-
-
-def memory(data, model: ModelConfig, device: str, batch_sizes: list[int]) -> dict:
-    """Each batch size's measured peak; on a GPU, how many such trials fit on it (the packing rule)."""
-    on_gpu = device == "cuda"
-    total = torch.cuda.get_device_properties(0).total_memory if on_gpu else None
-    rows = {}
-    for precision in ("fp32", "bf16"):
-        config = TrainConfig(batch_size=64, device=device, precision=precision)
-        step_peak_bytes(model, config, data)  # warm-up: lazy initialisation and kernel compilation
-        for batch in batch_sizes:
-            peak = step_peak_bytes(model, dataclasses.replace(config, batch_size=batch), data)
-            rows[f"{precision}/{batch}"] = {"peak_mb": round(peak / MB),
-                                            "trials_per_gpu": trials_per_gpu(total, peak) if on_gpu else None}
-    gpu = {"gpu": torch.cuda.get_device_name(0), "total_mb": round(total / MB),
-           "context_mb_measured": round(context_bytes() / MB)} if on_gpu else {}
-    return {**gpu, "context_mb_assumed": round(CUDA_CONTEXT_BYTES / MB), "batch_sizes": rows}
-
-
-def packed_sweep(bars: Path, folder: Path, model: ModelConfig, device: str) -> dict:
-    """`mamba-tune sweep`: 4 trials of the default model packed on this GPU (gpus_per_trial auto: the probe)."""
-    space = {"name": "gpu-smoke", "trials": 4, "seed": 0,
-             "search": {"learning_rate": {"low": 1e-4, "high": 3e-3, "log": True},
-                        "weight_decay": {"low": 1e-4, "high": 1e-1, "log": True},
-                        "batch_size": {"choices": [256, 512, 1024]}},
-             "scheduler": {"max_epochs": 6, "grace_period": 2, "reduction_factor": 2},
-             "gate": {"epoch": 2, "ratio_to_e0": 0.95},
-             "resources": {"workers": 1, "cpus_per_worker": 2 if device == "cuda" else 0.5,
-                           "gpus_per_trial": "auto" if device == "cuda" else 0},  # the probe packs them
-             "run": {"model": model.to_dict(), "train": {"device": device, "precision": "bf16"}}}
-    path = folder / "gpu-smoke.yaml"
-    path.write_text(yaml.safe_dump(space))
+def run_child(name: str, timeout_s: float, smoke: bool, scratch: Path) -> dict[str, Any]:
+    """The section in a process of its own (and its own process group, all of which a timeout ends)."""
+    result, log = scratch / f"{name}.result.json", scratch / f"{name}.log"
+    command = [sys.executable, str(Path(__file__).resolve()), "--section", name, "--result", str(result),
+               "--workdir", str(scratch), "--section-timeout", str(timeout_s), *(["--cpu-smoke"] if smoke else [])]
     start = time.perf_counter()
-    budget = [] if device == "cuda" else ["--memory-budget", "4096"]  # on GPU: each trial's share of it
-    command = [sys.executable, "-m", "tuning.cli", "sweep", "--data", str(bars), "--space", str(path),
-               "--storage", str(folder / "sweeps"), "--tracking-uri", f"sqlite:///{folder / 'mlflow' / 'mlflow.db'}",
-               *budget]
+    with open(log, "wb") as output:
+        child = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True)
+        try:
+            code = child.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            end_group(child)
+            return {"status": "timed out", "detail": f"timed out after {timeout_s:g} s",
+                    "wall_s": round(time.perf_counter() - start, 1), "output_tail": tail(log)}
+    wall = {"wall_s": round(time.perf_counter() - start, 1)}
+    if not result.exists():
+        return {"status": "error", **wall, "error": {"type": "SectionProcessDied",
+                                                     "message": f"the section's process exited {code} (a signal "
+                                                                f"when negative) before it reported"},
+                "output_tail": tail(log)}
+    answer = json.loads(result.read_text())
+    if answer["status"] == "error":
+        answer["output_tail"] = tail(log)
+    return {**answer, **wall}
+
+
+def end_group(child: subprocess.Popen) -> None:
+    """SIGTERM to the section's process group (a sweep stops its Ray on it); SIGKILL to what is left of it after
+    a grace period (the leader, or a worker it spawned that outlived it)."""
+    signal_group(child.pid, signal.SIGTERM)
     try:
-        done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=360)
-    except subprocess.TimeoutExpired as exc:  # the rest of the report stands; its output so far is bytes
-        stdout, stderr = ((out or b"").decode(errors="replace") for out in (exc.stdout, exc.stderr))
-        done = subprocess.CompletedProcess(command, "timed out after 360 s", stdout, stderr)
-    ledger = folder / "sweeps" / "gpu-smoke" / "trials.json"
-    records = json.loads(ledger.read_text()) if ledger.exists() else []
-    return {"returncode": done.returncode, "wall_s": round(time.perf_counter() - start, 1),
-            "plan": next((line for line in done.stdout.splitlines() if " trial(s) at once" in line), None),
-            "memory_probe": next((line for line in done.stdout.splitlines() if line.startswith("memory probe")), None),
-            "trials": [{k: r[k] for k in ("params", "stop_reason", "stop_epoch", "best_val_loss", "train_s")}
-                       for r in records],
-            "stderr_tail": done.stderr[-1500:] if done.returncode else ""}
+        child.wait(timeout=TERM_GRACE_S)
+    except subprocess.TimeoutExpired:
+        pass
+    signal_group(child.pid, signal.SIGKILL)
+    child.wait()
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--skip-sweep", action="store_true", help="leave out the packed sweep")
-    parser.add_argument("--dry-run-cpu", action="store_true",
-                        help="every step but kernel parity on CPU, with a tiny model and 3,000 bars: checks the script")
-    args = parser.parse_args()
-    if not (args.dry_run_cpu or torch.cuda.is_available()):
-        print("error: no CUDA GPU here, gpu_check needs one; run it on a GPU machine, or pass --dry-run-cpu",
-              file=sys.stderr)
-        sys.exit(2)
-    device, bars_count = ("cpu", 3000) if args.dry_run_cpu else ("cuda", BARS)
-    model = ModelConfig(d_model=16, n_layers=1, d_state=16, headdim=8, chunk_size=16) if args.dry_run_cpu \
-        else ModelConfig()
-    kernel, why = load_fused_kernel()
-    report: dict = {"torch": torch.__version__, "device": torch.cuda.get_device_name(0) if device == "cuda" else "cpu",
-                    "fused_kernels": kernel is not None, "fused_kernels_missing": why or None}
-    with tempfile.TemporaryDirectory() as folder:
-        bars = Path(folder) / "bars.parquet"
-        pq.write_table(synth_bars(bars_count, seed=0), bars)
-        data = load_dataset(bars, DataConfig(test_fraction=0))  # the original 80/20 split
-        report["workload"] = {"bars": bars_count, "train_samples": len(data.train_index),
-                              "val_samples": len(data.val_index), "batch_size": 512, "model": model.to_dict()}
-        if kernel is not None and device == "cuda":
-            report["parity"] = {p: parity(p) for p in ("fp32", "bf16")}
-        report["epoch"] = {p: epoch_seconds(data, model, device, p) for p in ("fp32", "bf16")}
-        report["epoch"]["anchor_original_rtx4090_s"] = round(1.86 * 60, 1)
-        report["memory"] = memory(data, model, device, [256, 512, 1024, 2048, 4096])
-        if not args.skip_sweep:
-            report["sweep"] = packed_sweep(bars, Path(folder), model, device)
-    print(json.dumps(report, indent=2))
+def signal_group(group: int, sig: signal.Signals) -> None:
+    try:
+        os.killpg(group, sig)
+    except ProcessLookupError:  # the group has ended
+        pass
+
+
+def run_section(args: argparse.Namespace) -> int:
+    """In the section's own process: run it, and write its answer (ok, skipped or error) to --result."""
+    import importlib
+
+    section = section_named(args.section)
+    context = SectionContext(smoke=args.cpu_smoke, workdir=Path(args.workdir), timeout_s=args.section_timeout)
+    try:
+        module = importlib.import_module(f"bench.gpu_sections.{section.module}")
+        answer = {"status": "ok", "result": module.run(context)}
+    except Skipped as skipped:
+        answer = {"status": "skipped", "detail": str(skipped)}
+    except Exception as exc:  # the section's failure is its finding; the check goes on with the next
+        traceback.print_exc()
+        answer = {"status": "error", "error": {"type": type(exc).__name__, "message": str(exc).strip()}}
+    write_json(answer, Path(args.result))
+    return 0
+
+
+def problem_of(name: str, entry: dict[str, Any]) -> str | None:
+    """One line for `problems` when a section did not give a clean answer (skips are not problems)."""
+    if entry["status"] == "timed out":
+        return f"{name}: {entry['detail']}"
+    if entry["status"] == "error":
+        return f"{name}: {entry['error']['type']}: {entry['error']['message'].splitlines()[0][:300]}"
+    result = entry.get("result") if entry["status"] == "ok" else None
+    if result is None:
+        return None
+    if name == "parity" and result.get("all_within") is False:
+        return "parity: outside upstream's tolerance (see the cases)"
+    if name == "memory" and (result.get("packed") or {}).get("out_of_memory"):
+        return "memory: packed processes ran out of memory"
+    if name == "sweep" and result.get("exit_code") not in (0, 3):
+        return f"sweep: exit {result.get('exit_code')} ({result.get('exit_meaning')})"
+    return None
+
+
+def note(name: str, entry: dict[str, Any]) -> None:
+    """One progress line on stderr (stdout carries only the report)."""
+    error = entry.get("error")
+    said = entry.get("detail") or (f"error: {error['type']}" if error else entry["status"])
+    print(f"gpu_check: {name}: {said} ({entry.get('wall_s', 0)} s)", file=sys.stderr, flush=True)
+
+
+def tail(path: Path) -> str:
+    return path.read_bytes()[-TAIL:].decode(errors="replace") if path.exists() else ""
+
+
+def write_json(values: dict[str, Any], path: Path) -> None:
+    """Through a temporary file beside it: a reader never sees half a report."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(finite(values), indent=2, default=str))
+    tmp.replace(path)
+
+
+def finite(value: Any) -> Any:
+    """The values with inf and NaN as the strings "inf", "-inf", "nan": strict JSON that any reader takes."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite(v) for v in value]
+    return value
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

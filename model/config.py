@@ -9,6 +9,14 @@ from typing import Any
 from model.settings import known_settings, plain_values, require_positive_ints
 
 BACKENDS = ("auto", "torch", "mamba_ssm")
+# The backends that may run mamba-ssm's fused kernels (auto does wherever they import, on any GPU machine): their
+# causal conv takes the channels x, B and C (expand*d_model + 2*ngroups*d_state) only in multiples of 8.
+# mamba-ssm v2.3.2.post1 mamba_ssm/ops/triton/ssd_combined.py:74 (ensure_stride, called by
+# mamba_split_conv1d_scan_combined, lines 840, 914 and 964): assert inp.shape[2] % 8 == 0, "Number of convolution
+# channels is required to be a multiple of 8."; causal-conv1d csrc/causal_conv1d.cpp:179 (causal_conv1d_fwd, the
+# channel-last layout that call hands it): TORCH_CHECK(dim % 8 == 0). The torch path takes any width.
+FUSED_BACKENDS = ("auto", "mamba_ssm")
+CONV_CHANNEL_MULTIPLE = 8
 
 
 @dataclass(frozen=True)
@@ -75,10 +83,22 @@ class ModelConfig:
                 raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}")
         if self.backend not in BACKENDS:
             raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
+        if self.backend in FUSED_BACKENDS and self.conv_dim % CONV_CHANNEL_MULTIPLE:
+            raise ValueError(
+                f"the conv channels expand*d_model + 2*ngroups*d_state must be a multiple of {CONV_CHANNEL_MULTIPLE} "
+                f"for the fused kernels (backend {self.backend}), got {self.expand}*{self.d_model} + "
+                f"2*{self.ngroups}*{self.d_state} = {self.conv_dim}; choose d_model and d_state that make it one "
+                f"(multiples of {CONV_CHANNEL_MULTIPLE} always do), or set model.backend=torch"
+            )
 
     @property
     def d_inner(self) -> int:
         return self.expand * self.d_model
+
+    @property
+    def conv_dim(self) -> int:
+        """The channels of the causal depthwise conv: x (d_inner), then B and C (ngroups * d_state each)."""
+        return self.d_inner + 2 * self.ngroups * self.d_state
 
     @property
     def nheads(self) -> int:
@@ -90,6 +110,16 @@ class ModelConfig:
         values = known_settings(cls, values, "model")
         fixed = {k: tuple(v) if k in ("A_init_range", "dt_limit") else v for k, v in values.items()}
         return cls(**fixed)
+
+    @classmethod
+    def from_saved(cls, values: dict[str, Any]) -> ModelConfig:
+        """A checkpoint's configuration. One saved with a backend that may run the fused kernels but a conv width they
+        refuse (before that width was refused) was trained on the torch path, the only one that runs it: it loads
+        as backend torch."""
+        as_torch = cls.from_dict({**values, "backend": "torch"})
+        if values.get("backend", "auto") in FUSED_BACKENDS and as_torch.conv_dim % CONV_CHANNEL_MULTIPLE:
+            return as_torch
+        return cls.from_dict(values)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain values, the inverse of `from_dict`."""

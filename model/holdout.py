@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from model.backend import load_fused_kernel
 from model.checkpoint import CheckpointError, load_checkpoint, trained_features
 from model.config import ModelConfig
 from model.data import Dataset
@@ -98,7 +99,11 @@ def checkpoint_forecasts(checkpoint: str | Path, data: Dataset, index: np.ndarra
         require_features(checkpoint, trained_features(payload), data.summary["features"])
     config = TrainConfig.from_dict(payload["train_config"])
     device = resolve_device("auto" if config.device == "cuda" else config.device)  # a sweep's driver may have no GPU
-    model_config = ModelConfig.from_dict(payload["model_config"])
+    model_config = ModelConfig.from_saved(payload["model_config"])
+    if device.type == "cuda" and model_config.backend == "auto" and load_fused_kernel()[0] is None:
+        # prediction only, and both paths compute the same function: a look on a GPU without the kernels (a resumed
+        # sweep's, whose trials trained elsewhere) reads the checkpoint on the torch path rather than failing
+        model_config = dataclasses.replace(model_config, backend="torch")
     model = Forecaster(dataclasses.replace(model_config, n_features=data.n_features, n_targets=1)).to(device)
     model.load_state_dict(payload["model"])
     return predict(model, data, index, eval_batch_size(config, device), device, precision=config.precision)

@@ -124,7 +124,7 @@ class Training:
         path = self.checkpoint_dir / "last.pt"
         saved = load_checkpoint(path, map_location=self.device)
         for what, mine, theirs in (("model configuration", self.model_config.to_dict(),  # defaults for newer keys
-                                    ModelConfig.from_dict(saved["model_config"]).to_dict()),
+                                    ModelConfig.from_saved(saved["model_config"]).to_dict()),
                                    ("training configuration", self.config.to_dict(),
                                     TrainConfig.from_dict(saved["train_config"]).to_dict()),
                                    ("data", *_identities(self.data, saved["data"]))):

@@ -1,5 +1,7 @@
 """Identical nodes: cluster/locks/ pins every package exactly, with hashes, in versions pyproject.toml allows, and
-cluster.yaml installs nothing else; the CUDA kernels come as hash-pinned wheels or the worker's setup stops.
+cluster.yaml installs nothing else; the CUDA kernels come as hash-pinned wheels or the worker's setup stops. The GPU
+workers' torch (and what its CUDA build brings) is the one the kernels publish release wheels for, not the head's;
+every other package they share is at the head's version.
 
 Pure file checks (and the kernels script run against fakes): no Ray, no AWS, no network. Each check lists what it
 finds wrong and is shown catching a broken copy.
@@ -23,7 +25,14 @@ from packaging.version import Version
 
 ROOT = Path(__file__).resolve().parents[2]
 LOCKS = ROOT / "cluster" / "locks"
-SHARED = ["ray", "torch", "mlflow", "optuna", "pyarrow"]  # what head and workers must run alike
+SHARED = ["ray", "torch", "mlflow", "optuna", "pyarrow"]  # what head and workers must both have
+# What the GPU workers pin apart from the head (the Makefile's TORCH_CUDA_BUILD): torch and its CUDA build's packages
+TORCH_CUDA_BUILD = re.compile(r"torch|triton|(nvidia|cuda)-.*")
+KERNELS = ("mamba-ssm", "causal-conv1d")
+# The torch versions (major.minor) and CUDA majors with upstream's release wheels of mamba-ssm 2.3.2.post1 and
+# causal-conv1d 1.7.0 (their publish.yaml matrices, less the excluded pairs). Move with gpu-worker.in's pins.
+RELEASE_WHEELS = {"mamba-ssm": "2.3.2.post1", "causal-conv1d": "1.7.0"}
+RELEASE_TORCH_CUDA = {"2.6": {11, 12}, "2.7": {11, 12}, "2.8": {12}, "2.9": {12, 13}, "2.10": {12, 13}}
 # The nodes: CPython 3.11 on linux x86_64, for the markers of pyproject's requirements.
 NODE = {"python_version": "3.11", "python_full_version": "3.11.0", "sys_platform": "linux", "platform_system": "Linux",
         "platform_machine": "x86_64", "os_name": "posix", "implementation_name": "cpython", "extra": ""}
@@ -86,18 +95,52 @@ def test_the_locks_pin_every_package_exactly_with_hashes(name):
 
 
 def disagreements(head: dict[str, Version], worker: dict[str, Version]) -> list[str]:
-    """Packages both nodes have in different versions, and the SHARED ones either lacks."""
+    """Packages both nodes have in different versions, torch's CUDA build aside, and the SHARED ones either lacks."""
     missing = [f"{name}: missing" for name in SHARED if name not in head or name not in worker]
     return missing + [f"{name}: {head[name]} and {worker[name]}" for name in sorted(head.keys() & worker.keys())
-                      if head[name] != worker[name]]
+                      if head[name] != worker[name] and not TORCH_CUDA_BUILD.fullmatch(name)]
 
 
-def test_head_and_workers_run_the_same_versions():
+def test_head_and_workers_run_the_same_versions_but_torchs_cuda_build():
     head, worker = pins(lock("head.txt")), pins(lock("gpu-worker.txt"))
     assert disagreements(head, worker) == []
-    assert disagreements(head, {**worker, "torch": Version("2.6.0")}) == ["torch: 2.13.0 and 2.6.0"]
+    assert disagreements(head, {**worker, "optuna": Version("0.1")}) == [f"optuna: {head['optuna']} and 0.1"]
+    assert disagreements(head, {**worker, "triton": Version("9.9"), "nvidia-nccl-cu12": Version("1")}) == []
     assert disagreements(head, {k: v for k, v in worker.items() if k != "optuna"}) == ["optuna: missing"]
     assert "boto3" in head  # MLflow's S3 artifact store, on the head only
+
+
+def torch_problems(worker_in: dict[str, Version], worker: dict[str, Version]) -> list[str]:
+    """The GPU workers' torch must be gpu-worker.in's, one the kernels' pinned versions have release wheels for, with
+    the CUDA its lock brings among those wheels' (PyPI's torch: nvidia-cuda-runtime-cuNN)."""
+    torch = worker.get("torch")
+    if torch is None or torch != worker_in.get("torch"):
+        return [f"torch {torch}, gpu-worker.in pins {worker_in.get('torch')}"]
+    problems = [f"{name} {worker_in.get(name)}: release wheels known for {version} only"
+                for name, version in RELEASE_WHEELS.items() if str(worker_in.get(name)) != version]
+    minor = f"{torch.major}.{torch.minor}"
+    cuda = {v.major for n, v in worker.items() if re.fullmatch(r"nvidia-cuda-runtime(-cu\d+)?", n)}
+    if minor not in RELEASE_TORCH_CUDA:
+        problems.append(f"torch {torch}: no release wheel of the kernels for torch {minor}")
+    elif len(cuda) != 1 or not cuda <= RELEASE_TORCH_CUDA[minor]:
+        problems.append(f"CUDA {sorted(cuda)}: the kernels' torch {minor} wheels are for CUDA {RELEASE_TORCH_CUDA[minor]}")
+    return problems
+
+
+def test_gpu_workers_pin_a_torch_with_the_kernels_release_wheels_and_the_head_keeps_its_own():
+    head, worker, worker_in = pins(lock("head.txt")), pins(lock("gpu-worker.txt")), pins(lock("gpu-worker.in"))
+    assert worker["torch"] == worker_in["torch"] == Version("2.10.0") != head["torch"]
+    assert pins(lock("head.in"))["torch"] == head["torch"] == Version("2.13.0")  # the head and cpu image: unchanged
+    assert torch_problems(worker_in, worker) == []
+    assert worker["nvidia-cuda-runtime-cu12"].major == 12 and worker["triton"] == Version("3.6.0")  # PyPI's 2.10.0
+    assert torch_problems(worker_in, {**worker, "torch": Version("2.13.0")}) == ["torch 2.13.0, gpu-worker.in pins 2.10.0"]
+    newer = Version("2.13.0")
+    assert torch_problems({**worker_in, "torch": newer}, {**worker, "torch": newer}) == \
+        ["torch 2.13.0: no release wheel of the kernels for torch 2.13"]
+    assert torch_problems({**worker_in, "mamba-ssm": Version("2.3.3")}, worker) == \
+        ["mamba-ssm 2.3.3: release wheels known for 2.3.2.post1 only"]
+    cuda11 = {k: v for k, v in worker.items() if k != "nvidia-cuda-runtime-cu12"} | {"nvidia-cuda-runtime-cu11": Version("11.8")}
+    assert torch_problems(worker_in, cuda11) == ["CUDA [11]: the kernels' torch 2.10 wheels are for CUDA {12, 13}"]
 
 
 def unsatisfied(requirements: list[str], locked: dict[str, Version]) -> list[str]:
@@ -170,11 +213,11 @@ def kernel_problems(text: str, wanted: dict[str, Version]) -> list[str]:
 
 
 def test_the_cuda_kernels_are_pinned_wheels_or_nothing_yet():
-    wanted = pins(lock("gpu-worker.in"))
-    assert set(wanted) == {"mamba-ssm", "causal-conv1d"}
+    wanted = {name: version for name, version in pins(lock("gpu-worker.in")).items() if name in KERNELS}
+    assert set(wanted) == set(KERNELS)
     assert kernel_problems(lock("cuda-kernels.txt"), wanted) == []
     a_hash = "--hash=sha256:" + "1" * 64
-    good = f"mamba-ssm==2.3.2.post1+cu13torch2.13cxx11abiTRUE {a_hash}\ncausal-conv1d==1.7.0 {a_hash}\n"
+    good = f"mamba-ssm==2.3.2.post1+cu12torch2.10cxx11abiTRUE {a_hash}\ncausal-conv1d==1.7.0 {a_hash}\n"
     assert kernel_problems(good, wanted) == []
     assert kernel_problems(good.replace("1.7.0", "1.6.0"), wanted)
     assert kernel_problems(good.replace(a_hash, ""), wanted)
@@ -252,7 +295,8 @@ def test_a_worker_without_its_kernel_wheels_stops_its_setup_and_builds_nothing(k
 
 
 def test_publishing_the_kernel_wheels_checks_them_and_writes_their_lock(kernels_home):
-    locked, wanted = pins(lock("gpu-worker.txt")), pins(lock("gpu-worker.in"))
+    locked = pins(lock("gpu-worker.txt"))
+    wanted = {name: version for name, version in pins(lock("gpu-worker.in")).items() if name in KERNELS}
     torch = f"{locked['torch'].major}.{locked['torch'].minor}"
     cuda = next(v.major for n, v in locked.items() if re.fullmatch(r"nvidia-cuda-runtime(-cu\d+)?", n))
     mamba, conv = wanted["mamba-ssm"], wanted["causal-conv1d"]

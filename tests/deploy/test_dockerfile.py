@@ -189,6 +189,25 @@ def test_dockerfile_base_has_wget_for_kuberays_default_probes(dockerfile):
     assert "wget" in shlex.split(apt.partition("apt-get install")[2].partition("&&")[0])
 
 
+def test_dockerfile_cuda_image_has_a_c_compiler_for_tritons_launcher(dockerfile):
+    """Triton compiles a C launcher at a kernel's first launch: the cuda image needs gcc and the C library's headers
+    (libc6-dev, which --no-install-recommends leaves out of gcc's install); the cpu image needs neither."""
+    def apt_packages(text: str, stage: str) -> set[str]:
+        return {word for run in stages(text)[stage] if "apt-get install" in run
+                for word in shlex.split(run.partition("apt-get install")[2].partition("&&")[0])
+                if not word.startswith("-")}
+    assert {"gcc", "libc6-dev"} <= apt_packages(dockerfile, "cuda")
+    assert not {"gcc", "libc6-dev"} & (apt_packages(dockerfile, "base") | apt_packages(dockerfile, "cpu"))
+    header = dockerfile.partition("\nFROM ")[0]
+    assert "Triton" in header and "libc6-dev" in header and "launcher" in header  # the header says why
+    # first in the cuda stage, as root (the packages), and the image's user back before anything else
+    base = len(stage_steps(dockerfile)["base"])
+    (user, root), (run, apt), (back, ray) = stage_steps(dockerfile)["cuda"][base:base + 3]
+    assert (user, root, run, back, ray) == ("USER", "root", "RUN", "USER", "ray") and "libc6-dev" in apt
+    without = dockerfile.replace(" gcc libc6-dev", " gcc")
+    assert "libc6-dev" not in apt_packages(without, "cuda")
+
+
 def test_cpu_lock_is_the_heads_with_pytorchs_cpu_torch_and_no_cuda_wheels():
     """cluster/locks/cpu.txt (the cpu image): every package pinned with hashes, at head.txt's version where both
     have it, torch PyTorch's CPU build (found through the lock's first line, PyTorch's page of it), nothing of CUDA."""

@@ -42,6 +42,24 @@ def test_model_config_rejects_invalid_values(values, match):
         ModelConfig(**values)
 
 
+@pytest.mark.parametrize("backend", ["auto", "mamba_ssm"])  # the backends that may run the fused kernels
+def test_model_config_refuses_conv_channels_the_fused_kernels_cannot_take(backend):
+    # 2*36 + 2*1*18 = 108 channels: causal-conv1d and mamba-ssm's fused conv take multiples of 8 only
+    with pytest.raises(ValueError, match=rf"conv channels expand\*d_model \+ 2\*ngroups\*d_state must be a multiple "
+                                         rf"of 8 for the fused kernels \(backend {backend}\), got 2\*36 \+ 2\*1\*18 = "
+                                         r"108; choose d_model and d_state .* or set model.backend=torch$"):
+        ModelConfig(d_model=36, d_state=18, headdim=8, backend=backend)
+
+
+def test_model_config_counts_each_group_of_b_and_c_in_the_conv_channels():
+    assert ModelConfig(d_model=36, d_state=18, headdim=4, ngroups=2).conv_dim == 144  # 72 + 2*2*18: taken
+
+
+def test_model_config_on_the_torch_backend_takes_any_conv_width():
+    config = ModelConfig(d_model=36, d_state=18, headdim=8, backend="torch")
+    assert config.conv_dim == 108 and config.conv_dim % 8
+
+
 def test_model_config_from_dict_rejects_unknown_key_naming_allowed_ones():
     with pytest.raises(ValueError, match=r"unknown model setting 'd_modle'; allowed: n_features, n_targets, d_model"):
         ModelConfig.from_dict({"d_modle": 64})
@@ -50,3 +68,15 @@ def test_model_config_from_dict_rejects_unknown_key_naming_allowed_ones():
 def test_model_config_is_frozen():
     with pytest.raises(AttributeError):
         ModelConfig().d_model = 64  # type: ignore[misc]
+
+
+def test_model_config_from_saved_loads_a_width_the_fused_kernels_refuse_on_the_torch_path():
+    """A checkpoint saved before the rule, with backend auto and conv channels 2*32 + 2*1*18 = 100, was trained on the
+    torch path (the fused kernels cannot run it): it loads as backend torch; a fused-ready width keeps its backend."""
+    with pytest.raises(ValueError, match="multiple of 8"):
+        ModelConfig.from_dict({"d_model": 32, "d_state": 18, "headdim": 16})
+    saved = ModelConfig.from_saved({"d_model": 32, "d_state": 18, "headdim": 16})
+    assert (saved.backend, saved.conv_dim) == ("torch", 100)
+    assert ModelConfig.from_saved({"d_model": 32, "d_state": 16, "headdim": 16, "backend": "auto"}).backend == "auto"
+    with pytest.raises(ValueError, match="unknown"):
+        ModelConfig.from_saved({"d_model": 32, "widht": 3})

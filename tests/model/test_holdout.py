@@ -113,3 +113,27 @@ def test_test_losses_of_an_untrained_residual_model_under_qlike_are_hars(qlike_d
     model = holdout.losses_on_test_segment([checkpoint], qlike_data)  # (n_test,) QLIKE
     assert_close(model, holdout.har_losses(qlike_data), rtol=1e-5, atol=1e-6)
     assert holdout.score_losses(model, qlike_data)["baseline_har"] == qlike_data.test_baselines["har"]
+
+
+@pytest.mark.parametrize(("kernels", "backend"), [(None, "torch"), (object(), "auto")])
+def test_checkpoint_forecasts_on_a_gpu_without_the_kernels_reads_the_checkpoint_on_the_torch_path(
+        small_data, checkpoints, monkeypatch, kernels, backend):
+    """A look on a GPU machine whose kernels do not load (a resumed sweep's): backend auto would refuse to run there,
+    so the checkpoint is read on the torch path (the same function); with the kernels, auto stays. The GPU is faked
+    where it enters (the device holdout resolves, the kernel import); the model runs on CPU."""
+    built = []
+
+    class Recording(Forecaster):
+        def __init__(self, config):
+            built.append(config.backend)
+            super().__init__(dataclasses.replace(config, backend="torch"))
+
+        def to(self, device):
+            return self
+
+    monkeypatch.setattr(holdout, "resolve_device", lambda setting: torch.device("cuda"))
+    monkeypatch.setattr(holdout, "load_fused_kernel", lambda: (kernels, "import mamba_ssm: ModuleNotFoundError"))
+    monkeypatch.setattr(holdout, "Forecaster", Recording)
+    monkeypatch.setattr(holdout, "predict", lambda model, data, index, batch, device, precision: np.zeros(len(index)))
+    holdout.checkpoint_forecasts(checkpoints[0], small_data, small_data.test_index)
+    assert built == [backend]

@@ -14,9 +14,10 @@ from typing import Any
 from tuning.cli.data_common import add_column_option, add_data_option, inputs_line, parse_columns, require_bars_file
 from tuning.cli.help import subcommand
 from tuning.cli.store_options import add_storage_option, add_tracking_uri_option
-from tuning.cli.sweep_end import no_winner
+from tuning.cli.sweep_end import incomplete, no_winner
 from tuning.cli.sweep_eta import SweepClock
 from tuning.cli.sweep_flags import add_setting_flags, described_with_flags, flag_settings, with_flag_sets
+from tuning.cli.sweep_gpus import settle_gpus
 from tuning.cli.sweep_name import ray_job_name
 from tuning.cli.sweep_notify import add_notify_option, notified, notify_url, resume_notify_url
 from tuning.cli.sweep_progress import SweepProgress
@@ -31,7 +32,7 @@ from tuning.cli.sweep_warm_start import (
 from tuning.cluster.ray_address import ray_address
 from tuning.errors import UsageError
 from tuning.search.eta import SweepBudget, confirm_runs
-from tuning.search.finalists import CONFIRM, SEARCH, pending_runs, winner
+from tuning.search.finalists import CONFIRM, SEARCH, winner
 from tuning.search.gate_verdict import NO_WINNER_EXIT, gate_verdict
 from tuning.search.ledger import Ledger
 from tuning.search.overrides import parse_sets, placed, with_sets
@@ -168,6 +169,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from tuning.bars_file import bars_identity
     from tuning.cluster.shared_storage import check_shared
     from tuning.sweep import session
+    from tuning.sweep.backend_choice import check_backend_at_start
     from tuning.sweep.memory_probe import pack_trials, restrict_space, run_probe
 
     if reason := unwritable_reason(paths.folder):
@@ -183,6 +185,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         views = session.cluster_views()  # the nodes now and, with an autoscaler, fully scaled: read once
         space_values, space = settle_gpus(space_values, space, gpus_on(views), str(args.space), local=started)
         plan = fullest_plan(space.resources, views)
+        check_backend_at_start(space.run.model.backend, plan.gpus_per_worker > 0)  # GPU here: torch, kernels
         check_shared(paths.ray_storage)  # a node-local folder on a cluster: refused before anything is written
         probe = run_probe(space, data, plan, args.memory_budget)
         if probe is not None:
@@ -227,6 +230,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
     from tuning.cluster.shared_storage import check_shared
     from tuning.sweep import session
+    from tuning.sweep.backend_choice import check_backend_at_start
     from tuning.sweep.confirmation import confirmation_runs
 
     paths, space, data = session.load_for_resume(paths, manifest)
@@ -249,6 +253,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     _say_dashboard(session, started, args.dashboard)
     try:
         plan = session.cluster_plan(space)
+        check_backend_at_start(space.run.model.backend, plan.gpus_per_worker > 0)
         check_shared(paths.ray_storage)
         return notified(notify, lambda: _run(session, paths, space, data, manifest, plan, (store, client), args.storage,
                                              resume=True), paths, manifest.trials, store, manifest.sweep_id,
@@ -282,30 +287,6 @@ def _finish(session: Any, store: Any, paths: SweepPaths, manifest: SweepManifest
           "taken now")
     print_test_look(done.test, paths.folder)
     return 0
-
-
-def settle_gpus(values: dict[str, Any], space: Any, gpus: float, source: str,
-                local: bool = True) -> tuple[dict[str, Any], Any]:
-    """The space's values and space, with gpus_per_trial auto settled where the cluster has no GPU and can launch
-    none: on a Ray this sweep started (`local`, a laptop) made 0, said in a line; on a cluster it joined, refused
-    (UsageError): its GPUs may come from an autoscaler the sweep cannot read, and a sweep on CPUs would be silent.
-    A sweep that asks for no GPU where there are GPUs is warned, in one line."""
-    asked = space.resources.gpus_per_trial
-    if asked == AUTO and not gpus and not local:
-        raise UsageError("resources: gpus_per_trial auto, and no node of this cluster has a GPU nor does its "
-                         "autoscaler (if any) say it can launch one; auto trains on GPUs on a cluster; set "
-                         "resources.gpus_per_trial: 0 (or --set resources.gpus_per_trial=0) to train on CPUs, or "
-                         "give the autoscaler a GPU node group (`mamba-tune doctor` shows what the sweep sees)")
-    if asked == AUTO and not gpus:
-        print("resources: gpus_per_trial auto, and no node of this cluster has a GPU or can launch one: "
-              "trials run on CPUs", flush=True)
-        values = {**values, "resources": {**values["resources"], "gpus_per_trial": 0}}
-        return values, parse_space(values, source)
-    if asked == 0 and gpus:
-        print(f"warning: resources.gpus_per_trial is 0 and this cluster has {gpus:g} GPU(s) or can launch them: "
-              "trials run on CPUs and leave the GPUs idle; set gpus_per_trial to auto (or a number) to train on "
-              "them", file=sys.stderr, flush=True)
-    return values, space
 
 
 def warn_if_only_here(paths: SweepPaths) -> None:
@@ -349,6 +330,7 @@ def _run(session: Any, paths: Any, space: Any, data: Any, manifest: SweepManifes
 
 def _run_sweep(session: Any, paths: Any, space: Any, data: Any, manifest: SweepManifest, plan: Any, tracking: tuple,
                storage: str, resume: bool, resume_hint: str) -> int:
+    from tuning.sweep.backend_choice import backend_line
     from tuning.sweep.trial_path import trial_path
 
     trials, (store, client) = manifest.trials, tracking
@@ -361,6 +343,7 @@ def _run_sweep(session: Any, paths: Any, space: Any, data: Any, manifest: SweepM
           f"persistence {data.baselines['persistence']:.4f}, train mean {data.baselines['mean']:.4f}")
     print(f"stopping: {space.scheduler.describe()}, gate at epoch {space.gate.epoch}")
     print(f"trial path: {trial_path(space.resources.trial_path).describe()}")
+    print(backend_line(space.run.model.backend, plan.gpus_per_worker > 0))  # which Mamba-2 path, and why
     print(f"results: {paths.folder} (trials.json; Ray Tune experiment {paths.experiment})")
     print(f"study:   {paths.study_url}  (browse: optuna-dashboard {paths.study_url})")
     print(f"mlflow:  experiment {paths.name} in {store.describe()}")
@@ -378,7 +361,7 @@ def _run_sweep(session: Any, paths: Any, space: Any, data: Any, manifest: SweepM
     print_leaderboard(records, data.objective)
     print_finalists(records, space)
     if outcome.interrupted:
-        return _incomplete(records, space, trials, resume_hint)
+        return incomplete(records, space, trials, resume_hint)
     best = winner(records, space.confirm, space.run.train.seed)
     if best is None:
         return no_winner(records, gate_verdict(records, space.gate, space.scheduler.max_epochs), space, paths.folder,
@@ -391,21 +374,6 @@ def _run_sweep(session: Any, paths: Any, space: Any, data: Any, manifest: SweepM
         return 1
     print_test_look(outcome.test, paths.folder)
     return 0
-
-
-def _incomplete(records: list, space: Any, trials: int, resume_hint: str) -> int:
-    """What a sweep that stopped short says: interrupted (130), or confirmation runs that failed (1)."""
-    searched = sum(r.stage == SEARCH for r in records)
-    pending = pending_runs(records, space.confirm, space.run.train.seed) if space.confirm is not None else []
-    failed = {(r.finalist, r.seed, r.fold) for r in records if r.stage == CONFIRM and r.stop_reason == "error"}
-    if searched >= trials and pending and all((p.finalist, p.seed, p.fold) in failed for p in pending):
-        print(f"error: {len(pending)} confirmation run(s) failed, and a failed run is no result, so no winner is "
-              f"chosen; run them again with `{resume_hint}`", file=sys.stderr)
-        return 1
-    confirming = f", {len(pending)} confirmation run(s) to go" if searched >= trials and pending else ""
-    print(f"interrupted with {searched} of {trials} trials finished{confirming}; continue with `{resume_hint}`",
-          file=sys.stderr)
-    return 130
 
 
 def _clock(paths: SweepPaths, space: Any, plan: Any, trials: int) -> SweepClock:

@@ -1,11 +1,12 @@
 """How a sweep with no winner ends: the answer when no trial passed the gate (exit NO_WINNER_EXIT, its MLflow run
-tagged so), an error when every trial failed (exit 1)."""
+tagged so), an error when every trial failed (exit 1); and what one that stopped short says (130, or 1)."""
 
 from __future__ import annotations
 
 import sys
 from typing import Any
 
+from tuning.search.finalists import CONFIRM, SEARCH, pending_runs
 from tuning.search.gate_verdict import NO_WINNER, NO_WINNER_EXIT, OUTCOME_TAG, GateVerdict
 
 
@@ -39,3 +40,18 @@ def tag_no_winner(store: Any, name: str, sweep_id: str) -> None:
         store.client().set_tag(found[1], OUTCOME_TAG, NO_WINNER)
     except Exception as exc:  # noqa: BLE001 - the answer stands without the tag
         print(f"warning: could not tag the sweep's MLflow run {OUTCOME_TAG}={NO_WINNER!r} ({exc})", file=sys.stderr)
+
+
+def incomplete(records: list, space: Any, trials: int, resume_hint: str) -> int:
+    """What a sweep that stopped short says: interrupted (130), or confirmation runs that failed (1)."""
+    searched = sum(r.stage == SEARCH for r in records)
+    pending = pending_runs(records, space.confirm, space.run.train.seed) if space.confirm is not None else []
+    failed = {(r.finalist, r.seed, r.fold) for r in records if r.stage == CONFIRM and r.stop_reason == "error"}
+    if searched >= trials and pending and all((p.finalist, p.seed, p.fold) in failed for p in pending):
+        print(f"error: {len(pending)} confirmation run(s) failed, and a failed run is no result, so no winner is "
+              f"chosen; run them again with `{resume_hint}`", file=sys.stderr)
+        return 1
+    confirming = f", {len(pending)} confirmation run(s) to go" if searched >= trials and pending else ""
+    print(f"interrupted with {searched} of {trials} trials finished{confirming}; continue with `{resume_hint}`",
+          file=sys.stderr)
+    return 130

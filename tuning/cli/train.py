@@ -20,6 +20,7 @@ from tuning.cli.figures import versus_baselines
 from tuning.cli.help import subcommand
 from tuning.cli.store_options import add_tracking_uri_option
 from tuning.cli.train_look import add_look_options, held_out_by, look_folder, score_test_segment
+from tuning.cluster.gpu_ready import require_gpu_ready
 from tuning.errors import UsageError
 from tuning.search.overrides import described, parse_sets, shown_key, with_sets
 from tuning.search.recipe import TrainingRecipe
@@ -84,6 +85,8 @@ def add_command(commands: argparse._SubParsersAction) -> None:
 
 def cmd_train(args: argparse.Namespace) -> int:
     config = _recipe(args)
+    if config.train.device != "cpu":  # a GPU here that torch cannot use, or kernels that do not load: one line
+        require_gpu_ready(config.model.backend)
     held_by = held_out_by(args, config)  # the sweep whose held-out test segment this run would score, or None
     look = look_folder(args, config, held_by)
     store = _open_registry(args)  # before any work: an unreachable store fails in seconds, nothing trained

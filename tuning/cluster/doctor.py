@@ -3,8 +3,9 @@
 Nodes and their CPUs, GPUs and memory; the same Python, Ray and torch on every node; the
 sweep's storage written from a worker node (and, for a folder, seen by every node); the
 MLflow tracking store reached from the driver, and a server from the worker nodes. Each
-check is a Finding; a "fail" is something a sweep would trip on, a "warn" something slower
-or less convenient than it could be.
+check is a Finding; a "fail" is something a sweep would trip on (a GPU its torch cannot use,
+mamba-ssm kernels that do not load on a GPU node), a "warn" something slower or less
+convenient than it could be.
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ from typing import Any
 
 import ray
 
+from model.backend import KERNELS_FIX, TORCH_PATH_FIX
 from tuning.cluster.autoscaler import autoscaled_nodes, autoscaler_node_types
+from tuning.cluster.gpu_ready import DriverFacts, TorchFacts, gpu_problem
 from tuning.cluster.node_probe import (
     PACKAGES,
     ProbeFailed,
@@ -32,7 +35,12 @@ from tuning.search.space import RAY_BUILTIN_RESOURCES
 from tuning.sweep_files import is_uri
 from tuning.tracking.store import TrackingStore, open_store
 
-SAME_EVERYWHERE = ("python", "ray", "torch")  # Ray refuses, or trials fail, when nodes differ in these
+SAME_EVERYWHERE = ("python", "ray")  # Ray refuses, or trials fail, when nodes differ in these
+# torch is the same release on every node of a kind: the GPU nodes run the GPU workers' lock's torch
+# (cluster/locks/gpu-worker.in: the newest with mamba-ssm's release kernels), the head and CPU nodes the head's
+# (head.txt): a trial's workers are all of one kind (its bundle asks for GPUs or not), and checkpoints hold only
+# tensors, which either torch loads.
+SAME_PER_KIND = ("torch",)
 DRIVER_ONLY = ("mlflow", "optuna")  # used by the sweep's driver alone
 
 
@@ -55,6 +63,7 @@ def examine(storage: str, store: TrackingStore) -> list[Finding]:
     trial_nodes = [node for node in nodes if node["NodeID"] != here] or nodes  # where trials run (one node: here)
     findings = [_describe(node, fact) for node, fact in zip(nodes, facts, strict=True)]
     findings += _versions(nodes, facts)
+    findings += gpus_ready(nodes, facts)
     findings += _storage(storage, nodes, trial_nodes)
     findings += _tracking(store, trial_nodes, len(nodes))
     if types := autoscaler_node_types():
@@ -85,28 +94,54 @@ def _describe(node: dict[str, Any], fact: dict[str, Any]) -> Finding:
 def _versions(nodes: list[dict[str, Any]], facts: list[dict[str, Any]]) -> list[Finding]:
     here = node_facts()
     findings = []
-    for package in SAME_EVERYWHERE:
+    gpu_nodes = [(node, fact) for node, fact in zip(nodes, facts, strict=True) if node["Resources"].get("GPU", 0)]
+    cpu_nodes = [(node, fact) for node, fact in zip(nodes, facts, strict=True) if not node["Resources"].get("GPU", 0)]
+    groups = [(package, "", list(zip(nodes, facts, strict=True))) for package in SAME_EVERYWHERE]
+    groups += [(package, kind, members) for package in SAME_PER_KIND
+               for kind, members in ((" GPU", gpu_nodes), (" CPU", cpu_nodes)) if members]
+    for package, kind, members in groups:
         seen: dict[str | None, list[str]] = {}
-        for node, fact in zip(nodes, facts, strict=True):
-            version = fact["python"] if package == "python" else fact["versions"][package]
+        for node, fact in members:
+            version = fact["python"] if package == "python" else release(fact["versions"][package])
             seen.setdefault(version, []).append(label(node))
         if len(seen) > 1:
             where = "; ".join(f"{version or 'not installed'} on {', '.join(ips)}" for version, ips in seen.items())
-            findings.append(Finding("fail", f"{package} differs between nodes: {where}",
+            findings.append(Finding("fail", f"{package} differs between{kind} nodes: {where}",
                                     "install the same version on every node (cluster.yaml setup_commands)"))
     for package in DRIVER_ONLY:
         if here["versions"][package] is None:
             findings.append(Finding("fail", f"{package} is not installed where the sweep's driver runs",
                                     "pip install -e . on the head node"))
-    slow = [f"{label(node)} ({fact['kernels_missing']})" for node, fact in zip(nodes, facts, strict=True)
-            if node["Resources"].get("GPU", 0) and fact["kernels_missing"]]
-    if slow:
-        findings.append(Finding("warn", f"mamba-ssm's fused kernels do not load on GPU node(s) {'; '.join(slow)}: "
-                                "trials there run the slower pure-torch Mamba-2", "pip install -e '.[cuda]' there"))
     listed = ", ".join(f"{package} {here['versions'][package] or 'not installed'}" for package in PACKAGES)
     kernels = " (mamba-ssm kernels load here)" if not here["kernels_missing"] else (
         " (mamba-ssm kernels: CUDA only, so nodes without a GPU run the torch path)")
     findings.append(Finding("ok", f"versions here: python {here['python']}, {listed}{kernels}"))
+    return findings
+
+
+def release(version: str | None) -> str | None:
+    """"2.13.0" of "2.13.0+cpu": PyTorch's CPU and CUDA builds of one release are the same torch."""
+    return version.split("+", 1)[0] if version else version
+
+
+def gpus_ready(nodes: list[dict[str, Any]], facts: list[dict[str, Any]]) -> list[Finding]:
+    """A fail for each node whose nvidia-smi answers and whose torch cannot use its GPU (tuning/cluster/gpu_ready.py),
+    and one for the GPU nodes whose mamba-ssm kernels do not import: model.backend auto stops a GPU trial there."""
+    findings, blind = [], set()
+    for node, fact in zip(nodes, facts, strict=True):
+        if fact.get("driver") is None:
+            continue
+        problem = gpu_problem(DriverFacts(**fact["driver"]), TorchFacts(**fact["torch_gpu"]))
+        if problem:
+            blind.add(node["NodeID"])
+            findings.append(Finding("fail", f"node {label(node)}: {problem.what}", problem.fix))
+    stopped = [f"{label(node)} ({fact['kernels_missing']})" for node, fact in zip(nodes, facts, strict=True)
+               if (node["Resources"].get("GPU", 0) or fact.get("driver")) and fact["kernels_missing"]
+               and node["NodeID"] not in blind]
+    if stopped:
+        findings.append(Finding("fail", f"mamba-ssm's fused kernels do not load on GPU node(s) {'; '.join(stopped)}: "
+                                "GPU trials there stop (model.backend auto trains on the GPU with them)",
+                                f"{KERNELS_FIX} there; {TORCH_PATH_FIX}"))
     return findings
 
 

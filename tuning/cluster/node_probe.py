@@ -7,6 +7,7 @@ check use them; they return plain values and never raise for what they find.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.metadata
 import os
 import platform
@@ -22,6 +23,7 @@ import pyarrow.fs
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from tuning.cluster.gpu_ready import driver_facts, torch_facts
 from tuning.search.resources import HEAD_RESOURCE
 from tuning.sweep_files import is_uri
 
@@ -66,8 +68,9 @@ def on_nodes(probe: Any, nodes: list[dict[str, Any]], *args: Any) -> list[Any]:
 
 
 def node_facts() -> dict[str, Any]:
-    """This node: host name, Python and package versions, GPUs as nvidia-smi lists them, and
-    why mamba-ssm's fused kernels do not load here ("" when they do)."""
+    """This node: host name, Python and package versions, GPUs as nvidia-smi lists them, why mamba-ssm's fused
+    kernels do not load here ("" when they do), and where nvidia-smi answers, its driver and what torch sees
+    ("driver" and "torch_gpu": tuning/cluster/gpu_ready.py's DriverFacts and TorchFacts as dicts; else None)."""
     from model.backend import load_fused_kernel
 
     versions = {}
@@ -76,8 +79,11 @@ def node_facts() -> dict[str, Any]:
             versions[package] = importlib.metadata.version(package)
         except importlib.metadata.PackageNotFoundError:
             versions[package] = None
+    driver = driver_facts()
     return {"host": socket.gethostname(), "python": platform.python_version(), "executable": sys.executable,
-            "versions": versions, "gpus": _gpus(), "kernels_missing": load_fused_kernel()[1]}
+            "versions": versions, "gpus": _gpus(), "kernels_missing": load_fused_kernel()[1],
+            "driver": dataclasses.asdict(driver) if driver else None,
+            "torch_gpu": dataclasses.asdict(torch_facts(kernels=False)) if driver else None}
 
 
 def _gpus() -> list[dict[str, Any]]:

@@ -58,6 +58,7 @@ class ResourceConfig:
     workers: int = 1  # Ray Train workers per trial
     cpus_per_worker: float = 1.0  # CPUs each worker takes; also its torch threads unless train.threads
     # Split over the workers; 0.25 packs four trials on one GPU; "auto": as many as the memory probe finds fit.
+    # Packing (below 1 GPU a worker, or auto) takes workers: 1; several workers (DDP over NCCL) each need a whole GPU.
     gpus_per_trial: float | str = 0.0
     max_concurrent: int | None = None  # None: as many as the cluster's resources hold
     # Custom Ray resources each worker asks for, e.g. {a100: 1} for nodes started with
@@ -80,6 +81,14 @@ class ResourceConfig:
             raise ValueError(f"gpus_per_trial must be a number >= 0 or {AUTO}, got {self.gpus_per_trial!r}")
         if self.trial_path not in TRIAL_PATHS:
             raise ValueError(f"trial_path must be one of {', '.join(TRIAL_PATHS)}, got {self.trial_path!r}")
+        if self.workers > 1 and (self.gpus_per_trial == AUTO or 0 < self.gpus_per_trial / self.workers < 1):
+            share = ("packs workers by fractions of a GPU" if self.gpus_per_trial == AUTO else
+                     f"is {self.gpus_per_trial / self.workers:g} GPU a worker")
+            raise ValueError(f"workers {self.workers} with gpus_per_trial {self.gpus_per_trial} {share}, and two "
+                             "workers of one trial on one GPU crash NCCL (\"Duplicate GPU detected\"): each worker of "
+                             f"a several-worker trial needs a whole GPU; set gpus_per_trial to {self.workers} (one GPU "
+                             "a worker), or workers to 1 to pack trials on a GPU (or gpus_per_trial to 0 to train on "
+                             "CPUs)")
         if not isinstance(self.custom, dict):
             raise ValueError(f"custom must be a mapping of resource name to amount, got {self.custom!r}")
         for name, amount in self.custom.items():

@@ -377,7 +377,17 @@ def _trial_setup(paths: SweepPaths, space: SweepSpace, data: Dataset, plan: Tria
     return TrialSetup(run=space.run.to_dict(), dataset=ray.put(data), plan=plan, relay=start_relay(),
                       storage=f"{paths.sweep_storage}/train", bars=bars,
                       max_failures=space.resources.max_failures, fast=trial_path(space.resources.trial_path).fast,
-                      finished={k: r.final_result() for k, r in Ledger(paths.folder / LEDGER).records.items()})
+                      finished={k: r.final_result() for k, r in Ledger(paths.folder / LEDGER).records.items()},
+                      memory_fraction=_memory_fraction(paths))
+
+
+def _memory_fraction(paths: SweepPaths) -> float | None:
+    """The share of its GPU's memory each packed trial worker is held to, as the sweep's memory probe found it: read
+    from sweep.json, so a resumed sweep holds its trials as the first run did. None: no probe ran on a GPU, or the
+    sweep.json is older than the share (its trials are not held, as they were not then)."""
+    manifest = paths.folder / MANIFEST  # written before trials start (resume: the first run's)
+    probe = json.loads(manifest.read_text()).get("memory_probe") if manifest.exists() else None
+    return ProbeResult.from_dict(probe).memory_fraction if probe else None
 
 
 def _search(paths: SweepPaths, space: SweepSpace, setup: TrialSetup, stages: tuple[int, ...], plan: TrialPlan,

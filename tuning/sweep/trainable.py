@@ -52,6 +52,9 @@ class TrialSetup:
     # The bars, read once, when the space searches data settings (data.window, ...): each trial's workers build
     # its own Dataset from them (model/data.py dataset_from_bars); None: every trial shares `dataset`.
     bars: ray.ObjectRef | None = None
+    # The fraction of its GPU's memory each packed trial worker (below one GPU a worker) is held to, from the memory
+    # probe (tuning/sweep/memory_probe.py, kept in sweep.json); None: not held.
+    memory_fraction: float | None = None
 
 
 def run_trial(params: dict[str, Any], setup: TrialSetup) -> None:
@@ -70,7 +73,8 @@ def run_trial(params: dict[str, Any], setup: TrialSetup) -> None:
     trainer = trial_trainer(
         train_loop,
         {"run": run.to_dict(), "dataset": setup.fold_datasets.get(run.data.fold, setup.dataset), "bars": setup.bars,
-         "storage": setup.storage, "trial_id": trial_id, "relay": setup.relay},
+         "storage": setup.storage, "trial_id": trial_id, "relay": setup.relay,
+         "memory_fraction": held_fraction(setup)},
         setup.plan,
         ray.train.RunConfig(
             name=trial_id, storage_path=setup.storage,
@@ -82,6 +86,13 @@ def run_trial(params: dict[str, Any], setup: TrialSetup) -> None:
         fast=setup.fast,
     )
     fit_reporting_to_tune(trainer.fit, setup.relay, trial_id, ray.tune.report)
+
+
+def held_fraction(setup: TrialSetup) -> float | None:
+    """The memory fraction a trial's workers are held to: the probe's, where they share a GPU (below one a worker;
+    the probe gives none otherwise, and a plan that changed since, on resume, holds nothing it no longer shares);
+    None where each has its GPU (or none)."""
+    return setup.memory_fraction if 0 < setup.plan.gpus_per_worker < 1 else None
 
 
 def failure_config(max_failures: int) -> ray.train.FailureConfig:

@@ -20,10 +20,12 @@ from typing import Any
 
 import ray
 import ray.train
+import torch
 
 from model.atomic import write_text_atomic
 from model.data import Dataset, dataset_from_bars
 from model.train import fit
+from model.training import resolve_device
 from tuning.search.recipe import TrainingRecipe
 from tuning.sweep.trial_files import HISTORY, save_best_snapshot, storage_filesystem
 
@@ -33,6 +35,7 @@ CHECKPOINT_FILES = ("last.pt", "best.pt", HISTORY)
 def train_worker(config: dict[str, Any]) -> None:
     """Ray Train worker: fit() with its reports going to Ray Train, resuming from the latest checkpoint."""
     run = TrainingRecipe.from_dict(config["run"])
+    hold_to_share(config.get("memory_fraction"), run.train.device)  # before anything is allocated on the GPU
     data = worker_dataset(config, run)
     rank = ray.train.get_context().get_world_rank()
     storage, trial_id = config.get("storage"), config.get("trial_id")
@@ -67,6 +70,19 @@ def train_worker(config: dict[str, Any]) -> None:
             ray.train.report({**last, "epoch": result.stop_epoch, "train_loss": math.nan, "val_loss": math.nan})
     finally:
         shutil.rmtree(local, ignore_errors=True)
+
+
+def hold_to_share(fraction: float | None, device_setting: str) -> None:
+    """A packed trial worker's CUDA allocator held to `fraction` of its GPU's memory (the memory probe's budget for
+    it, tuning/sweep/memory_probe.py memory_fraction): a worker that outgrows its share fails alone, out of memory,
+    instead of taking the memory the probe measured as its neighbours'. Nothing where it is not packed (None) or
+    does not train on CUDA (train.device, as fit resolves it)."""
+    if fraction is None:
+        return
+    device = resolve_device(device_setting)
+    if device.type == "cuda":  # torch takes an index here ("cuda" alone is refused) and a float
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        torch.cuda.set_per_process_memory_fraction(float(fraction), index)
 
 
 def worker_dataset(config: dict[str, Any], run: TrainingRecipe) -> Dataset:

@@ -104,7 +104,7 @@ class BarsForecaster(mlflow.pyfunc.PythonModel):
 
 def _forecaster(checkpoint: dict) -> Forecaster:
     """The checkpoint's model on CPU (the pure-torch path), in eval mode."""
-    config = ModelConfig.from_dict(checkpoint["model_config"])
+    config = ModelConfig.from_saved(checkpoint["model_config"])
     model = Forecaster(dataclasses.replace(config, backend="torch"))
     model.load_state_dict(checkpoint["model"])
     return model.eval()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.cli import assert_one_line_error, cli_env, run_cli
+from tests.tuning.cluster.fake_gpu import blind_gpu_env, blind_gpu_verdict
 from tests.tuning.mlflow_server import free_port
 
 pytestmark = pytest.mark.integration
@@ -36,6 +37,20 @@ def test_doctor_fails_on_storage_it_cannot_write_and_a_tracking_server_that_does
     assert done.stdout.splitlines()[-1] == ("2 problem(s) a sweep would trip on; fix them and run `mamba-tune "
                                             "doctor` again")
     assert blocker.read_text() == "not a folder"
+
+
+@pytest.mark.faults  # a GPU node whose torch cannot use its GPU
+def test_doctor_fails_a_node_whose_nvidia_smi_answers_and_whose_torch_sees_no_gpu(tmp_path):
+    """A fake nvidia-smi first on PATH and any GPU hidden (the local Ray's workers inherit both), and this machine's
+    torch, which then sees no GPU whichever build it is."""
+    env = cli_env(**blind_gpu_env(tmp_path / "bin"))
+    done = run_cli("doctor", "--storage", tmp_path / "sweeps", "--tracking-uri", f"sqlite:///{tmp_path / 'm.db'}",
+                   env=env)
+    what, fix = blind_gpu_verdict()  # a CPU build: the CPU-only line; a CUDA build: "sees none"
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert ", 0 GPU (NVIDIA H100 80GB HBM3 80 GiB), " in done.stdout
+    assert f": {what}" in done.stdout and f"\n        fix: {fix}" in done.stdout, done.stdout
+    assert done.stdout.splitlines()[-1].startswith("1 problem(s) a sweep would trip on")
 
 
 @pytest.mark.parametrize(

@@ -1,11 +1,11 @@
-"""gpus_per_trial against the cluster's GPUs, before a sweep plans its trials (tuning/cli/sweep.py: settle_gpus)."""
+"""gpus_per_trial against the cluster's GPUs, before a sweep plans its trials (tuning/cli/sweep_gpus.py: settle_gpus)."""
 
 from __future__ import annotations
 
 import pytest
 
 from tests.tuning.sweeps import space_values
-from tuning.cli.sweep import settle_gpus
+from tuning.cli.sweep_gpus import settle_gpus
 from tuning.errors import UsageError
 from tuning.search.space import parse_space
 

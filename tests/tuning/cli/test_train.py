@@ -8,7 +8,8 @@ import pytest
 import torch
 import yaml
 
-from tests.cli import assert_one_line_error, run_cli
+from tests.cli import assert_one_line_error, cli_env, run_cli
+from tests.tuning.cluster.fake_gpu import blind_gpu_env, blind_gpu_verdict
 from tuning.search.recipe import TrainingRecipe
 
 SMALL = {
@@ -97,7 +98,7 @@ def test_cli_train_overrides_apply_and_are_validated(workspace):
         ([], "model: {headdim: 48}\n", "{config}: model: headdim must divide expand*d_model"),
         ([], "data: {window: 5000}\n", "{data}: 1,500 bars are too few"),
         (["--resume"], None, "{out} holds no checkpoint (last.pt) to resume"),
-        ([], "model: {backend: mamba_ssm}\ndata: {window: 32}\n", "backend 'mamba_ssm' cannot run"),
+        ([], "model: {backend: mamba_ssm}\ndata: {window: 32}\n", "model.backend mamba_ssm cannot run here: mamba-ssm's fused kernels do not load"),
         ([], "train: {eps: .nan}\n", "{config}: train: eps must be a positive number, got nan"),
         ([], "model: {rmsnorm: 'no'}\n", "{config}: model: rmsnorm must be true or false, got 'no'"),
         ([], "data: {columns: {timestamp: 5}}\n", "{config}: data: columns must map bar fields"),
@@ -193,6 +194,19 @@ def test_cli_train_cuda_without_a_gpu_is_refused_before_any_work(workspace, tmp_
     out = tmp_path / "cuda"
     assert_one_line_error(run_cli("train", "--data", workspace / "bars.parquet", "--device", "cuda", "--out", out),
                           "device 'cuda' was asked for but no CUDA GPU is available")
+    assert not out.exists()
+
+
+def test_cli_train_on_a_gpu_machine_whose_torch_sees_no_gpu_is_refused_before_any_work(workspace, tmp_path):
+    """nvidia-smi answers (a fake one, first on PATH) and this torch sees no GPU (a CPU build; a CUDA build with the
+    GPUs hidden): `--device auto` would train on the CPU while its user thinks it uses the GPU; one line naming both
+    versions instead."""
+    out = tmp_path / "auto"
+    done = run_cli("train", "--data", workspace / "bars.parquet", "--device", "auto", "--out", out,
+                   env=cli_env(**blind_gpu_env(tmp_path / "bin")))
+    what, fix = blind_gpu_verdict()  # a CPU build: the CPU-only line; a CUDA build: "sees none"
+    assert_one_line_error(done, what)
+    assert f"; fix: {fix}" in done.stderr, done.stderr
     assert not out.exists()
 
 

@@ -34,8 +34,8 @@ def test_plan_trials_packs_fractional_gpus():
 
 
 def test_plan_trials_gives_auto_a_whole_gpu_a_worker_until_the_probe_packs_them():
-    plan = plan_trials(ResourceConfig(workers=2, gpus_per_trial="auto"), GPU_NODES)
-    assert (plan.gpus_per_worker, plan.concurrency) == (1.0, 2)
+    plan = plan_trials(ResourceConfig(workers=1, gpus_per_trial="auto"), GPU_NODES)
+    assert (plan.gpus_per_worker, plan.concurrency) == (1.0, 5)  # one a GPU (auto packs one worker a trial)
     with pytest.raises(ResourceError, match=r"1 worker\(s\) of 1 CPU and 1 GPU each.*0 GPU\) can hold 0"):
         plan_trials(ResourceConfig(gpus_per_trial="auto"), LAPTOP)  # auto on a machine without GPUs
 

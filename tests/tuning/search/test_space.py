@@ -88,6 +88,8 @@ def write(tmp_path, change):
         ({"resources.gpus_per_trial": float("nan")}, r"resources: gpus_per_trial must be a number >= 0 or auto, got nan"),
         ({"resources.gpus_per_trial": "max"}, r"resources: gpus_per_trial must be a number >= 0 or auto, got 'max'"),
         ({"resources.cpus_per_worker": "2"}, r"resources: cpus_per_worker must be a positive number, got '2'"),
+        ({"resources.workers": 2, "resources.gpus_per_trial": 1}, r"resources: workers 2 with gpus_per_trial 1 is 0.5 GPU a worker, and two workers of one trial on one GPU crash NCCL \(\"Duplicate GPU detected\"\): each worker of a several-worker trial needs a whole GPU; set gpus_per_trial to 2 \(one GPU a worker\), or workers to 1 to pack trials on a GPU \(or gpus_per_trial to 0 to train on CPUs\)$"),
+        ({"resources.workers": 3, "resources.gpus_per_trial": "auto"}, r"resources: workers 3 with gpus_per_trial auto packs workers by fractions of a GPU, and two workers of one trial on one GPU crash NCCL .*set gpus_per_trial to 3 \(one GPU a worker\), or workers to 1"),
         ({"search.learning_rate": {"low": 0.1, "high": 2.0}}, r"search.learning_rate: 2.0 is refused in every combination .*lr must be in \(0, 1\), got 2.0"),
         ({"search.learning_rate": {"low": 1e-4, "high": 1e-2, "log": "false"}}, r"search.learning_rate.log must be true or false, got 'false'"),
         ({"search.weight_decay": {"choices": [0.0, 1.5]}}, r"search.weight_decay: 1.5 is refused in every combination .*weight_decay must be in \[0, 1\)"),
@@ -97,6 +99,7 @@ def write(tmp_path, change):
         ({"initial": [{"learning_rate": 0.5}]}, r"initial\[0\].learning_rate = 0.5 lies outside search.learning_rate"),
         ({"initial": [{"batch_size": 100}]}, r"initial\[0\].batch_size = 100 lies outside search.batch_size"),
         ({"model.headdim": 24}, r"space.yaml: model: headdim must divide expand\*d_model"),
+        ({"model.d_state": 18}, r"space.yaml: model: the conv channels .* multiple of 8 for the fused kernels \(backend auto\), got 2\*32 \+ 2\*1\*18 = 100;.* or set model.backend=torch$"),
         ({"search.learning_rate": None, "initial": [], "train.lr": 2.0}, r"space.yaml: train: lr must be in \(0, 1\), got 2.0"),
         ({"name": "has space"}, r"name must be letters, digits, '-' or '_', got 'has space'"),
         ({"resources.custom": ["a100"]}, r"resources: custom must be a mapping of resource name to amount"),
@@ -139,6 +142,14 @@ def test_space_pins_what_decides_a_trials_numbers(tmp_path, change, pinned):
     train = load_space(write(tmp_path, change)).run.train
     assert {"device": train.device, "threads": train.threads} == pinned
     assert (train.seed, train.precision) == (0, "fp32")
+
+
+@pytest.mark.parametrize("resources", [{"workers": 2, "gpus_per_trial": 2}, {"workers": 2, "gpus_per_trial": 4},
+                                       {"workers": 2, "gpus_per_trial": 0}, {"workers": 1, "gpus_per_trial": 0.25},
+                                       {"workers": 1, "gpus_per_trial": "auto"}])
+def test_space_takes_whole_gpus_for_several_workers_and_packing_for_one(tmp_path, resources):
+    change = {f"resources.{key}": value for key, value in resources.items()}
+    assert load_space(write(tmp_path, change)).resources.gpus_per_trial == resources["gpus_per_trial"]
 
 
 def test_space_weight_decay_choices_may_include_zero(tmp_path):

@@ -93,11 +93,11 @@ def test_trials_per_gpu_counts_each_workers_peak_and_cuda_context_within_bounds(
 
 
 def test_auto_packing_gives_each_worker_its_fraction_of_a_gpu():
-    values = {**SPACE, "resources": {"workers": 2, "cpus_per_worker": 1, "gpus_per_trial": "auto"}}
+    values = {**SPACE, "resources": {"workers": 1, "cpus_per_worker": 1, "gpus_per_trial": "auto"}}
     result = ProbeResult("NVIDIA H200", 140 * 1024 * MB, "GPU share", {512: 9 * 1024 * MB}, (512,), (), per_gpu=5)
     packed = pack_trials(values, result)
-    assert packed["resources"] == {"workers": 2, "cpus_per_worker": 1, "gpus_per_trial": 0.4}  # 1/5 GPU a worker
-    assert parse_space(packed, "s.yaml").resources.gpus_per_trial == 0.4
+    assert packed["resources"] == {"workers": 1, "cpus_per_worker": 1, "gpus_per_trial": 0.2}  # 1/5 GPU a worker
+    assert parse_space(packed, "s.yaml").resources.gpus_per_trial == 0.2
     assert result.describe().endswith("; all fit; 5 such worker(s) of batch 512 fit on one GPU")
     assert ProbeResult.from_dict(json.loads(json.dumps(result.to_dict()))) == result  # as sweep.json keeps it
     with pytest.raises(ResourceError, match="gpus_per_trial auto needs the memory probe on a GPU, and it ran on cpu"):

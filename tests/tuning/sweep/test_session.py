@@ -87,6 +87,7 @@ def test_a_sweep_asking_for_gpus_auto_on_a_cluster_without_gpus_trains_on_cpus_a
     said = ("resources: gpus_per_trial auto, and no node of this cluster has a GPU or can launch one: "
             "trials run on CPUs\nsweep t: 5 trials, 1 trial(s) at once, each 1 worker(s) of 1 CPU\n")
     assert said in done.stdout
+    assert "backend: torch (auto: trials run on CPU)" in done.stdout.splitlines()  # the header: which Mamba-2 path
     manifest = json.loads((storage / "t" / "sweep.json").read_text())
     assert manifest["space"]["resources"]["gpus_per_trial"] == 0  # resumed as it ran
     assert parse_space(manifest["space"], "sweep.json").run.train.device == "cpu"  # every trial's device
