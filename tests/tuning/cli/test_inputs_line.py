@@ -38,7 +38,7 @@ def test_the_sweeps_header_says_the_bars_have_no_volume(tmp_path, capsys):
     space = load_space(space_path("smoke"))
     data = load_dataset(path, DataConfig(window=32, horizon=6))
     session = SimpleNamespace(open_tracking=lambda *args: (_ for _ in ()).throw(Stopped()))
-    plan = SimpleNamespace(describe=lambda: "1 trial(s) at once", concurrency=1)
+    plan = SimpleNamespace(describe=lambda: "1 trial(s) at once", concurrency=1, gpus_per_worker=0)
     store = SimpleNamespace(describe=lambda: "a store")
     manifest = SimpleNamespace(trials=2, trial_stages=None)
     with pytest.raises(Stopped):
