@@ -69,17 +69,17 @@ def driver_facts() -> DriverFacts | None:
     """nvidia-smi's driver, CUDA version and GPUs; None where there is no nvidia-smi, or it answers with no GPU."""
     if shutil.which("nvidia-smi") is None:
         return None
-    listed = _smi("--query-gpu=name,driver_version", "--format=csv,noheader")
+    listed = smi("--query-gpu=name,driver_version", "--format=csv,noheader")
     if listed is None:
         return None
     gpus, driver = parse_gpu_query(listed)
     if driver is None:
         return None
-    return DriverFacts(driver, parse_cuda_version(_smi() or ""), gpus)
+    return DriverFacts(driver, parse_cuda_version(smi() or ""), gpus)
 
 
-def _smi(*args: str) -> str | None:
-    """nvidia-smi's output, or None when it fails (no driver loaded, no GPU, a hang)."""
+def smi(*args: str) -> str | None:
+    """nvidia-smi's output, or None when there is none or it fails (no driver loaded, no GPU, a hang)."""
     try:
         return subprocess.run(["nvidia-smi", *args], capture_output=True, text=True, timeout=SMI_TIMEOUT_S,
                               check=True).stdout

@@ -11,9 +11,7 @@ import dataclasses
 import importlib.metadata
 import os
 import platform
-import shutil
 import socket
-import subprocess
 import sys
 import urllib.request
 import uuid
@@ -23,7 +21,7 @@ import pyarrow.fs
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from tuning.cluster.gpu_ready import driver_facts, torch_facts
+from tuning.cluster.gpu_ready import driver_facts, smi, torch_facts
 from tuning.search.resources import HEAD_RESOURCE
 from tuning.sweep_files import is_uri
 
@@ -88,12 +86,8 @@ def node_facts() -> dict[str, Any]:
 
 def _gpus() -> list[dict[str, Any]]:
     """[{"name": "NVIDIA H100 80GB HBM3", "memory_mb": 81559}, ...]; [] without nvidia-smi or a GPU."""
-    if shutil.which("nvidia-smi") is None:
-        return []
-    try:
-        listed = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total", "--format=csv,noheader,nounits"],
-                                capture_output=True, text=True, timeout=20, check=True).stdout
-    except (OSError, subprocess.SubprocessError):
+    listed = smi("--query-gpu=name,memory.total", "--format=csv,noheader,nounits")
+    if listed is None:
         return []
     gpus = []
     for line in listed.strip().splitlines():
