@@ -36,6 +36,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.gpu_sections import SECTIONS, section_named  # noqa: E402
 from bench.gpu_sections.context import NO_CUDA, SectionContext, Skipped  # noqa: E402
+from model.atomic import write_text_atomic  # noqa: E402
 
 TERM_GRACE_S = 10  # after SIGTERM (a sweep then stops Ray), SIGKILL
 TAIL = 3000  # characters of a failed section's output kept in the report
@@ -176,7 +177,7 @@ def run_section(args: argparse.Namespace) -> int:
     section = section_named(args.section)
     context = SectionContext(smoke=args.cpu_smoke, workdir=Path(args.workdir), timeout_s=args.section_timeout)
     try:
-        module = importlib.import_module(f"bench.gpu_sections.{section.module}")
+        module = importlib.import_module(f"bench.gpu_sections.{section.name}")
         answer = {"status": "ok", "result": module.run(context)}
     except Skipped as skipped:
         answer = {"status": "skipped", "detail": str(skipped)}
@@ -217,11 +218,8 @@ def tail(path: Path) -> str:
 
 
 def write_json(values: dict[str, Any], path: Path) -> None:
-    """Through a temporary file beside it: a reader never sees half a report."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(finite(values), indent=2, default=str))
-    tmp.replace(path)
+    """Atomically (model/atomic.py): a reader never sees half a report."""
+    write_text_atomic(path, json.dumps(finite(values), indent=2, default=str))
 
 
 def finite(value: Any) -> Any:

@@ -13,8 +13,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Section:
-    name: str
-    module: str  # bench.gpu_sections.<module>, whose run(context) the section's process calls
+    name: str  # also its module, bench.gpu_sections.<name>, whose run(context) the section's process calls
     needs_cuda: str  # "always" | "gpu-run" | "never"
     timeout_s: float  # the default; --timeout NAME=SECONDS replaces it
     what: str  # one line for --help and the report
@@ -26,17 +25,17 @@ class Section:
 # about 10 minutes whatever hangs. Its expected run time is bench/gpu_check.py's: under 10 minutes on one GPU,
 # an estimate: not yet run on one.
 SECTIONS = (
-    Section("environment", "environment", "never", 40,
+    Section("environment", "never", 40,
             "driver, torch, CUDA, Triton, compute capability, kernel imports, a Triton kernel launch"),
-    Section("parity", "parity", "always", 100,
+    Section("parity", "always", 100,
             "the fused kernel against the torch SSD: outputs and gradients, fp32 (IEEE) and bf16"),
-    Section("forecaster", "forecaster", "never", 45,
+    Section("forecaster", "never", 45,
             "the Forecaster under both backends from one state_dict; a GPU checkpoint loaded on CPU"),
-    Section("epoch", "epoch", "gpu-run", 140,
+    Section("epoch", "gpu-run", 140,
             "epoch time of the original workload: fused and torch, fp32 and bf16, training and validation apart"),
-    Section("memory", "memory", "gpu-run", 115,
+    Section("memory", "gpu-run", 115,
             "peak memory at batch 128-1024, the CUDA context, trials_per_gpu processes at once"),
-    Section("sweep", "sweep", "gpu-run", 160,
+    Section("sweep", "gpu-run", 160,
             "a two-trial sweep through `mamba-tune sweep` (Ray, Optuna, MLflow)"),
 )
 

@@ -77,11 +77,11 @@ def bars_file(context: SectionContext, n_bars: int) -> Path:
     that asks for it."""
     import pyarrow.parquet as pq
 
+    from model.atomic import atomic_path
     from model.synth import synth_bars
 
     path = context.workdir / f"bars-{n_bars}.parquet"
     if not path.exists():
-        tmp = path.with_suffix(".tmp")
-        pq.write_table(synth_bars(n_bars, seed=0), tmp)
-        tmp.replace(path)
+        with atomic_path(path) as tmp:
+            pq.write_table(synth_bars(n_bars, seed=0), tmp)
     return path

@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from bench.gpu_sections.context import ROOT, SectionContext, Skipped, bars_file, require_cuda, workload
+from tuning.yaml_io import read_yaml
 
 NEEDS = ("ray", "optuna", "mlflow")
 EXIT_MEANING = {0: "a winner (the sweep's normal end)", 1: "a failure: every trial failed, or the test look did",
@@ -64,7 +65,7 @@ def run(context: SectionContext) -> dict[str, Any]:
 
 def sweep_space(work, smoke: bool) -> dict[str, Any]:
     """default.yaml's space, cut to two short trials (see the module's docstring)."""
-    values = yaml.safe_load(work.space.read_text())
+    values = read_yaml(work.space, "space")
     values.pop("confirm", None)
     values |= {"name": "gpu-check", "trials": 2,
                "scheduler": {"max_epochs": 3, "grace_period": 1, "reduction_factor": 2}, "gate": {"epoch": 1}}
